@@ -1,0 +1,255 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/utils/clock"
+
+	"github.com/ctrlkit/ctrlkit/pkg/workqueue"
+)
+
+// DefaultShutdownTimeout is how long Start waits for in-flight reconciles
+// after its context is cancelled, unless Options.ShutdownTimeout says
+// otherwise.
+const DefaultShutdownTimeout = 30 * time.Second
+
+// Options configures a Controller. The zero value is valid: one worker, no
+// per-reconcile timeout, client-go's default rate limiter, no metrics, logs
+// discarded.
+type Options struct {
+	// Workers is the number of concurrent Reconcile calls. 0 means 1.
+	Workers int
+	// Timeout bounds each Reconcile through its ctx. 0 means no bound.
+	Timeout time.Duration
+	// ShutdownTimeout bounds how long Start waits for in-flight reconciles
+	// once its ctx is cancelled; their ctx is cancelled when it expires.
+	// 0 means DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// RateLimiter paces retries after errors. Nil means
+	// workqueue.DefaultRateLimiter. Ignored when Queue is set.
+	RateLimiter workqueue.RateLimiter[Request]
+	// Queue replaces the controller's own queue. Nil means a new
+	// workqueue.Queue named after the controller.
+	Queue workqueue.Interface[Request]
+	// QueueMetrics receives the metrics of the controller's own queue.
+	QueueMetrics *workqueue.Metrics
+	// Metrics receives the reconcile metrics. Nil disables them.
+	Metrics *Metrics
+	// Logger is the base logger; the controller adds the key "controller".
+	Logger logr.Logger
+	// Clock is used for metrics timestamps. Nil means the real clock.
+	Clock clock.PassiveClock
+}
+
+// Controller runs workers that drain a workqueue of Requests into a
+// Reconciler. Create it with New; its methods are safe for concurrent use.
+type Controller struct {
+	name            string
+	do              Reconciler
+	queue           workqueue.Interface[Request]
+	workers         int
+	timeout         time.Duration
+	shutdownTimeout time.Duration
+	log             logr.Logger
+	clock           clock.PassiveClock
+	metrics         controllerMetrics
+	started         atomic.Bool
+
+	mu         sync.Mutex
+	eventTimes map[Request]time.Time // first unhandled event per waiting key
+}
+
+// New returns a Controller named name (used in logs and metric labels)
+// that calls r. It fails on a nil Reconciler, an empty name or a negative
+// option, saying which.
+func New(name string, r Reconciler, opts Options) (*Controller, error) {
+	switch {
+	case name == "":
+		return nil, errors.New("reconcile: controller name is empty: give every controller a unique name, it labels logs and metrics")
+	case r == nil:
+		return nil, fmt.Errorf("reconcile: controller %q: Reconciler is nil: pass a value implementing Reconcile, or wrap a function in reconcile.Func", name)
+	case opts.Workers < 0:
+		return nil, fmt.Errorf("reconcile: controller %q: Options.Workers is %d: use 0 for the default of 1, or a positive count", name, opts.Workers)
+	case opts.Timeout < 0:
+		return nil, fmt.Errorf("reconcile: controller %q: Options.Timeout is %v: use 0 for no timeout, or a positive duration", name, opts.Timeout)
+	case opts.ShutdownTimeout < 0:
+		return nil, fmt.Errorf("reconcile: controller %q: Options.ShutdownTimeout is %v: use 0 for the default of %v, or a positive duration", name, opts.ShutdownTimeout, DefaultShutdownTimeout)
+	}
+	c := &Controller{
+		name:            name,
+		do:              r,
+		queue:           opts.Queue,
+		workers:         max(opts.Workers, 1),
+		timeout:         opts.Timeout,
+		shutdownTimeout: opts.ShutdownTimeout,
+		log:             opts.Logger.WithValues("controller", name),
+		clock:           opts.Clock,
+		eventTimes:      make(map[Request]time.Time),
+	}
+	if c.shutdownTimeout == 0 {
+		c.shutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
+	}
+	if c.log.GetSink() == nil {
+		c.log = logr.Discard()
+	}
+	if c.queue == nil {
+		q, err := workqueue.New(workqueue.Options[Request]{Name: name, RateLimiter: opts.RateLimiter, Metrics: opts.QueueMetrics})
+		if err != nil {
+			return nil, fmt.Errorf("reconcile: controller %q: %w", name, err)
+		}
+		c.queue = q
+	}
+	c.metrics = opts.Metrics.forController(name, c.workers)
+	return c, nil
+}
+
+// Name returns the controller's name.
+func (c *Controller) Name() string { return c.name }
+
+// Queue returns the queue the workers drain, for callers that need delays
+// or rate limiting directly. Prefer Enqueue for event-driven keys.
+func (c *Controller) Queue() workqueue.Interface[Request] { return c.queue }
+
+// Enqueue queues req because an event touched it, and remembers when, for
+// ctrlkit_event_to_reconcile_seconds. It never blocks.
+func (c *Controller) Enqueue(req Request) {
+	if c.queue.ShuttingDown() {
+		return
+	}
+	c.mu.Lock()
+	if _, ok := c.eventTimes[req]; !ok {
+		c.eventTimes[req] = c.clock.Now()
+	}
+	c.mu.Unlock()
+	c.queue.Add(req)
+}
+
+// Start runs the workers until ctx is cancelled. It then stops handing out
+// keys, waits up to the shutdown timeout for in-flight reconciles, cancels
+// their ctx if they are still running, and returns. It returns an error if
+// called twice, or if reconciles were still running when it gave up.
+func (c *Controller) Start(ctx context.Context) error {
+	if !c.started.CompareAndSwap(false, true) {
+		return fmt.Errorf("reconcile: controller %q was already started: a Controller runs once", c.name)
+	}
+	// In-flight reconciles outlive ctx by up to the shutdown timeout.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+
+	c.log.Info("Starting workers", "workers", c.workers)
+	var wg sync.WaitGroup
+	for range c.workers {
+		wg.Go(func() {
+			for c.processNext(workCtx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	c.log.Info("Stopping workers: waiting for in-flight reconciles", "timeout", c.shutdownTimeout)
+	c.queue.ShutDown()
+
+	stopped := make(chan struct{})
+	go func() { wg.Wait(); close(stopped) }()
+	timer := time.NewTimer(c.shutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+		c.log.Info("All workers stopped")
+		return nil
+	case <-timer.C:
+		cancelWork()
+		return fmt.Errorf("reconcile: controller %q: reconciles still running %v after shutdown began; their ctx is now cancelled: make Reconcile return when ctx is done", c.name, c.shutdownTimeout)
+	}
+}
+
+// processNext handles one key; it returns false once the queue shuts down.
+func (c *Controller) processNext(ctx context.Context) bool {
+	req, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(req)
+	c.metrics.activeWorkers.Inc()
+	defer c.metrics.activeWorkers.Dec()
+	c.handle(ctx, req)
+	return true
+}
+
+func (c *Controller) handle(ctx context.Context, req Request) {
+	start := c.clock.Now()
+	c.mu.Lock()
+	evt, ok := c.eventTimes[req]
+	delete(c.eventTimes, req)
+	c.mu.Unlock()
+	if ok {
+		c.metrics.eventToStart.Observe(start.Sub(evt).Seconds())
+	}
+
+	id := uuid.NewUUID()
+	log := c.log.WithValues("namespace", req.Namespace, "name", req.Name, "reconcileID", id)
+	ctx = logr.NewContext(ctx, log)
+	ctx = context.WithValue(ctx, reconcileIDKey{}, id)
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+
+	res, err := c.call(ctx, req)
+	c.metrics.duration.Observe(c.clock.Since(start).Seconds())
+
+	switch {
+	case err != nil && IsTerminal(err):
+		c.queue.Forget(req)
+		c.metrics.failed.Inc()
+		c.metrics.errors.Inc()
+		c.metrics.terminalErrors.Inc()
+		log.Error(err, "Reconciler error is terminal; not retrying until the object changes")
+	case err != nil:
+		c.queue.AddRateLimited(req)
+		c.metrics.failed.Inc()
+		c.metrics.errors.Inc()
+		log.Error(err, "Reconciler error; retrying with backoff", "retries", c.queue.NumRequeues(req))
+	case res.RequeueAfter > 0:
+		c.queue.Forget(req)
+		c.queue.AddAfter(req, res.RequeueAfter)
+		c.metrics.requeueAfter.Inc()
+		log.V(4).Info("Reconcile done; requeue requested", "after", res.RequeueAfter)
+	default:
+		c.queue.Forget(req)
+		c.metrics.success.Inc()
+		log.V(4).Info("Reconcile done")
+	}
+}
+
+// call runs Reconcile and turns a panic into an error carrying its stack.
+func (c *Controller) call(ctx context.Context, req Request) (res Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.metrics.panics.Inc()
+			err = fmt.Errorf("panic in Reconcile: %v [recovered]\n%s", r, debug.Stack())
+		}
+	}()
+	return c.do.Reconcile(ctx, req)
+}
+
+type reconcileIDKey struct{}
+
+// IDFromContext returns the reconcileID that ctrlkit gave the Reconcile
+// running with ctx, or "" outside a Reconcile.
+func IDFromContext(ctx context.Context) types.UID {
+	id, _ := ctx.Value(reconcileIDKey{}).(types.UID)
+	return id
+}

@@ -1,0 +1,21 @@
+// Package reconcile holds the contract between ctrlkit and an operator's
+// code, and the workers that drive it.
+//
+// An operator implements Reconciler. A Controller runs a fixed number of
+// workers that take Requests from a workqueue and call Reconcile for each:
+//   - nil error, zero Result: done; the key's backoff is forgotten.
+//   - Result.RequeueAfter > 0: reconcile the key again after that delay.
+//   - an error: retried with the queue's rate limiter (exponential backoff).
+//   - a TerminalError: not retried; logged and counted.
+//   - a panic: recovered, turned into an error carrying the stack, counted
+//     in controller_runtime_reconcile_panics_total, and retried.
+//
+// A key is never reconciled by two workers at once. Each Reconcile receives
+// a logr.Logger in its context (logr.FromContextOrDiscard) carrying the keys
+// controller, namespace, name and reconcileID.
+//
+// Goroutines: Controller.Start runs Options.Workers workers and returns once
+// they have stopped; nothing runs before Start or after it returns, unless a
+// Reconcile ignored cancellation past the shutdown timeout (Start then
+// returns an error saying so).
+package reconcile

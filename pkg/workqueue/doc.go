@@ -1,0 +1,18 @@
+// Package workqueue holds the keys that wait for a reconcile.
+//
+// The contract, the same as client-go's util/workqueue:
+//   - Stingy: a key that is waiting is stored once, however often it is added.
+//   - Exclusive: a key is handed to one worker at a time; a key added while
+//     it is being processed is queued again when the worker calls Done.
+//   - Multi-producer, multi-consumer: every method is safe for concurrent use.
+//   - Shutdown: ShutDown makes Get return shutdown=true to every waiting and
+//     future caller; ShutDownWithDrain also waits for the keys in processing
+//     to be marked Done.
+//
+// Whoever calls Get must call Done for the key, and calls Forget when the key
+// no longer needs backoff (after a success or a terminal failure).
+//
+// Interface is what the reconcile workers drain. New returns the first
+// implementation, which delegates to client-go's typed rate-limiting queue and
+// reports client-go's metric names through Metrics.
+package workqueue

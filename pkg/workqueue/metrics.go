@@ -1,0 +1,137 @@
+package workqueue
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Metrics reports queue metrics to Prometheus under client-go's names
+// (workqueue_depth, workqueue_adds_total, ...), labelled by queue name, so
+// dashboards built for client-go and controller-runtime keep working. The
+// "controller" label repeats the name, as controller-runtime does.
+//
+// One Metrics serves every queue of a manager. It implements client-go's
+// workqueue.MetricsProvider.
+type Metrics struct {
+	depth          *prometheus.GaugeVec
+	adds           *prometheus.CounterVec
+	latency        *prometheus.HistogramVec
+	workDuration   *prometheus.HistogramVec
+	unfinished     *prometheus.GaugeVec
+	longestRunning *prometheus.GaugeVec
+	retries        *prometheus.CounterVec
+}
+
+var _ workqueue.MetricsProvider = (*Metrics)(nil)
+
+// NewMetrics creates the queue metrics and registers them on reg. It fails
+// if reg already holds metrics of the same names, for example when two
+// managers share one registry.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	labels := []string{"name", "controller"}
+	buckets := prometheus.ExponentialBuckets(10e-9, 10, 10)
+	m := &Metrics{
+		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Subsystem: "workqueue", Name: "depth",
+			Help: "Current depth of workqueue",
+		}, labels),
+		adds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: "workqueue", Name: "adds_total",
+			Help: "Total number of adds handled by workqueue",
+		}, labels),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Subsystem: "workqueue", Name: "queue_duration_seconds",
+			Help:    "How long in seconds an item stays in workqueue before being requested",
+			Buckets: buckets,
+		}, labels),
+		workDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Subsystem: "workqueue", Name: "work_duration_seconds",
+			Help:    "How long in seconds processing an item from workqueue takes",
+			Buckets: buckets,
+		}, labels),
+		unfinished: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Subsystem: "workqueue", Name: "unfinished_work_seconds",
+			Help: "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. " +
+				"Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
+		}, labels),
+		longestRunning: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Subsystem: "workqueue", Name: "longest_running_processor_seconds",
+			Help: "How many seconds has the longest running processor for workqueue been running",
+		}, labels),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: "workqueue", Name: "retries_total",
+			Help: "Total number of retries handled by workqueue",
+		}, labels),
+	}
+	for _, c := range []prometheus.Collector{m.depth, m.adds, m.latency, m.workDuration, m.unfinished, m.longestRunning, m.retries} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, fmt.Errorf("workqueue: metrics already registered on this registry (give each manager its own registry): %w", err)
+			}
+			return nil, fmt.Errorf("workqueue: registering metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// NewDepthMetric implements workqueue.MetricsProvider.
+func (m *Metrics) NewDepthMetric(name string) workqueue.GaugeMetric {
+	return m.depth.WithLabelValues(name, name)
+}
+
+// NewAddsMetric implements workqueue.MetricsProvider.
+func (m *Metrics) NewAddsMetric(name string) workqueue.CounterMetric {
+	return m.adds.WithLabelValues(name, name)
+}
+
+// NewLatencyMetric implements workqueue.MetricsProvider.
+func (m *Metrics) NewLatencyMetric(name string) workqueue.HistogramMetric {
+	return m.latency.WithLabelValues(name, name)
+}
+
+// NewWorkDurationMetric implements workqueue.MetricsProvider.
+func (m *Metrics) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
+	return m.workDuration.WithLabelValues(name, name)
+}
+
+// NewUnfinishedWorkSecondsMetric implements workqueue.MetricsProvider.
+func (m *Metrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return m.unfinished.WithLabelValues(name, name)
+}
+
+// NewLongestRunningProcessorSecondsMetric implements workqueue.MetricsProvider.
+func (m *Metrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return m.longestRunning.WithLabelValues(name, name)
+}
+
+// NewRetriesMetric implements workqueue.MetricsProvider.
+func (m *Metrics) NewRetriesMetric(name string) workqueue.CounterMetric {
+	return m.retries.WithLabelValues(name, name)
+}
+
+// noMetrics discards everything; it stands in for client-go's global
+// provider, which ctrlkit never uses.
+type noMetrics struct{}
+
+type noopMetric struct{}
+
+func (noopMetric) Inc()            {}
+func (noopMetric) Dec()            {}
+func (noopMetric) Set(float64)     {}
+func (noopMetric) Observe(float64) {}
+
+func (noMetrics) NewDepthMetric(string) workqueue.GaugeMetric            { return noopMetric{} }
+func (noMetrics) NewAddsMetric(string) workqueue.CounterMetric           { return noopMetric{} }
+func (noMetrics) NewLatencyMetric(string) workqueue.HistogramMetric      { return noopMetric{} }
+func (noMetrics) NewWorkDurationMetric(string) workqueue.HistogramMetric { return noopMetric{} }
+func (noMetrics) NewRetriesMetric(string) workqueue.CounterMetric        { return noopMetric{} }
+func (noMetrics) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noopMetric{}
+}
+func (noMetrics) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noopMetric{}
+}

@@ -1,0 +1,273 @@
+package informer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
+)
+
+// ErrNotDeclared is returned (wrapped) when an informer is asked for after
+// the Cache started without having been declared before.
+var ErrNotDeclared = errors.New("informer not declared before the cache started")
+
+// Options are the factory options client-go users know. The zero value
+// watches every namespace with no resync and strips managedFields.
+type Options struct {
+	// Namespace limits every namespaced informer to one namespace. Empty
+	// means all namespaces. Cluster-scoped types are unaffected.
+	Namespace string
+	// TweakListOptions edits the list and watch options of every informer,
+	// for example to set a label or field selector.
+	TweakListOptions func(*metav1.ListOptions)
+	// Resync is the default resync period; 0 disables resync.
+	Resync time.Duration
+	// ResyncByType overrides Resync per Go type, keyed by an example object
+	// such as &corev1.ConfigMap{} (as client-go's WithCustomResyncConfig).
+	ResyncByType map[runtime.Object]time.Duration
+	// KeepManagedFields keeps metadata.managedFields in cached objects. By
+	// default they are stripped: they are rarely read by controllers and
+	// often make up a large share of an object's memory.
+	KeepManagedFields bool
+	// Scheme maps Go types to kinds for For. Nil means client-go's scheme
+	// (built-in types only); add custom types with their AddToScheme.
+	Scheme *runtime.Scheme
+}
+
+// Clients are what a Cache lists and watches through.
+type Clients struct {
+	// Kube serves built-in types.
+	Kube kubernetes.Interface
+	// Dynamic serves custom and unstructured types.
+	Dynamic dynamic.Interface
+	// Mapper resolves kinds to resources and tells which resources the
+	// server serves.
+	Mapper meta.RESTMapper
+}
+
+// Cache owns the informers of one manager. Its methods are safe for
+// concurrent use.
+type Cache struct {
+	opts    Options
+	scheme  *runtime.Scheme
+	clients Clients
+	factory informers.SharedInformerFactory
+	resync  map[reflect.Type]time.Duration
+
+	mu      sync.Mutex
+	started bool
+	entries map[entryKey]*entry
+	order   []*entry
+	runners sync.WaitGroup
+}
+
+type entryKey struct {
+	gvr     schema.GroupVersionResource
+	goType  reflect.Type // nil for unstructured
+	untyped bool
+}
+
+type entry struct {
+	name     string
+	gvr      schema.GroupVersionResource
+	inf      cache.SharedIndexInformer
+	ownedRun bool // run by the Cache, not by the factory
+}
+
+// New returns a Cache that lists and watches through clients. It fails if a
+// client is missing or an option is out of range.
+func New(clients Clients, opts Options) (*Cache, error) {
+	switch {
+	case clients.Kube == nil:
+		return nil, errors.New("informer: Clients.Kube is nil: pass a kubernetes.Interface, e.g. kubernetes.NewForConfig(cfg)")
+	case clients.Dynamic == nil:
+		return nil, errors.New("informer: Clients.Dynamic is nil: pass a dynamic.Interface, e.g. dynamic.NewForConfig(cfg)")
+	case clients.Mapper == nil:
+		return nil, errors.New("informer: Clients.Mapper is nil: pass a meta.RESTMapper, e.g. one from restmapper.NewDeferredDiscoveryRESTMapper")
+	case opts.Resync < 0:
+		return nil, fmt.Errorf("informer: Options.Resync is %v: use 0 to disable resync, or a positive period", opts.Resync)
+	}
+	c := &Cache{
+		opts:    opts,
+		scheme:  opts.Scheme,
+		clients: clients,
+		resync:  make(map[reflect.Type]time.Duration),
+		entries: make(map[entryKey]*entry),
+	}
+	if c.scheme == nil {
+		c.scheme = kubescheme.Scheme
+	}
+	custom := make(map[metav1.Object]time.Duration)
+	for obj, d := range opts.ResyncByType {
+		mo, ok := obj.(metav1.Object)
+		if !ok || d < 0 {
+			return nil, fmt.Errorf("informer: Options.ResyncByType[%T] = %v: keys must be API objects like &corev1.ConfigMap{}, periods >= 0", obj, d)
+		}
+		c.resync[reflect.TypeOf(obj)] = d
+		custom[mo] = d
+	}
+	c.factory = informers.NewSharedInformerFactoryWithOptions(clients.Kube, opts.Resync,
+		informers.WithNamespace(opts.Namespace),
+		informers.WithTweakListOptions(opts.TweakListOptions),
+		informers.WithCustomResyncConfig(custom))
+	return c, nil
+}
+
+// Start starts every declared informer and returns at once. The informers
+// stop when ctx is done; Wait blocks until they have. Declaring new
+// informers after Start fails with ErrNotDeclared. Start may be called once.
+func (c *Cache) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return errors.New("informer: cache already started")
+	}
+	c.started = true
+	c.factory.StartWithContext(ctx)
+	for _, e := range c.order {
+		if e.ownedRun {
+			c.runners.Go(func() { e.inf.RunWithContext(ctx) })
+		}
+	}
+	return nil
+}
+
+// Wait blocks until every informer goroutine has ended, which happens after
+// Start's ctx is done.
+func (c *Cache) Wait() {
+	c.factory.Shutdown()
+	c.runners.Wait()
+}
+
+// Informers returns every declared informer in declaration order.
+func (c *Cache) Informers() []Source {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Source, len(c.order))
+	for i, e := range c.order {
+		out[i] = e
+	}
+	return out
+}
+
+// WaitForSync blocks until every declared informer has synced, logging
+// every progressEvery how many objects each unsynced informer holds so far.
+// If ctx ends first it returns an error naming each informer that did not
+// sync.
+func (c *Cache) WaitForSync(ctx context.Context, log logr.Logger, progressEvery time.Duration) error {
+	srcs := c.Informers()
+	pending := func() []Source {
+		var out []Source
+		for _, s := range srcs {
+			if !s.HasSynced() {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	progress := time.NewTicker(progressEvery)
+	defer progress.Stop()
+	for {
+		left := pending()
+		if len(left) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			names := make([]string, len(left))
+			for i, s := range left {
+				names[i] = fmt.Sprintf("%s (%d objects listed)", s.Name(), s.Len())
+			}
+			return fmt.Errorf("informer: caches did not sync: %s: %w (check RBAC list/watch permissions and that the API server is reachable)",
+				strings.Join(names, ", "), context.Cause(ctx))
+		case <-progress.C:
+			for _, s := range left {
+				log.Info("Waiting for cache to sync", "informer", s.Name(), "objects", s.Len())
+			}
+		case <-poll.C:
+		}
+	}
+}
+
+// declare returns the informer for key, creating it with mk if the Cache has
+// not started. After Start an undeclared key is an ErrNotDeclared error.
+// mk builds the informer, says whether the Cache (rather than the factory)
+// runs it, and may return a transform that converts listed objects.
+func (c *Cache) declare(key entryKey, name, decl string, mk func() (cache.SharedIndexInformer, bool, cache.TransformFunc, error)) (*entry, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[key]; ok {
+		return e, nil
+	}
+	if c.started {
+		return nil, fmt.Errorf("informer: %s: %w: declare it with %s before the manager runs", name, ErrNotDeclared, decl)
+	}
+	inf, owned, convert, err := mk()
+	if err != nil {
+		return nil, err
+	}
+	if t := composeTransforms(convert, c.opts.KeepManagedFields); t != nil {
+		if err := inf.SetTransform(t); err != nil {
+			return nil, fmt.Errorf("informer: %s: setting transform: %w", name, err)
+		}
+	}
+	e := &entry{name: name, gvr: key.gvr, inf: inf, ownedRun: owned}
+	c.entries[key] = e
+	c.order = append(c.order, e)
+	return e, nil
+}
+
+// resyncFor returns the resync period for Go type t.
+func (c *Cache) resyncFor(t reflect.Type) time.Duration {
+	if d, ok := c.resync[t]; ok {
+		return d
+	}
+	return c.opts.Resync
+}
+
+// Declared lists the names of the declared informers, sorted.
+func (c *Cache) Declared() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	names := make([]string, 0, len(c.order))
+	for _, e := range c.order {
+		names = append(names, e.name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Source is a declared informer, seen without its Go type: what a manager
+// needs to watch it and to wait for it.
+type Source interface {
+	// Name identifies the informer in logs and errors, e.g. "configmaps.v1 (*v1.ConfigMap)".
+	Name() string
+	// HasSynced reports whether the initial list has been delivered.
+	HasSynced() bool
+	// Len reports how many objects the cache holds.
+	Len() int
+	// Informer is the underlying client-go informer.
+	Informer() cache.SharedIndexInformer
+}
+
+func (e *entry) Name() string                        { return e.name }
+func (e *entry) HasSynced() bool                     { return e.inf.HasSynced() }
+func (e *entry) Len() int                            { return len(e.inf.GetStore().ListKeys()) }
+func (e *entry) Informer() cache.SharedIndexInformer { return e.inf }

@@ -1,0 +1,315 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/ctrlkit/ctrlkit/pkg/informer"
+	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
+	"github.com/ctrlkit/ctrlkit/pkg/workqueue"
+)
+
+// Runnable is anything the manager runs next to its controllers once the
+// caches have synced. Start blocks until ctx is done; an error stops the
+// whole manager.
+type Runnable interface {
+	Start(ctx context.Context) error
+}
+
+// Watch connects an informer to a controller: its events, after
+// Predicates, are mapped to keys by Map (informer.ObjectKey when nil).
+type Watch struct {
+	Source     informer.Source
+	Map        informer.MapFunc
+	Predicates []informer.Predicate
+}
+
+// Manager owns everything an operator runs. Create it with New.
+type Manager struct {
+	opts     Options
+	log      logr.Logger
+	kube     kubernetes.Interface
+	dyn      dynamic.Interface
+	mapper   meta.RESTMapper
+	cache    *informer.Cache
+	registry prometheus.Registerer
+	gatherer prometheus.Gatherer
+	qMetrics *workqueue.Metrics
+	rMetrics *reconcile.Metrics
+
+	started atomic.Bool
+	ready   atomic.Bool
+
+	mu          sync.Mutex
+	controllers []*reconcile.Controller
+	runnables   []Runnable
+	checks      map[string]func() error
+	addr        net.Addr
+	broadcaster record.EventBroadcaster
+}
+
+// New validates opts and builds the clients, the cache and the metrics of a
+// Manager that talks to the cluster at cfg. It does not contact the API
+// server. When cfg leaves QPS and Burst at zero they are raised from
+// client-go's 5/10 to 20/30, as controllers need.
+func New(cfg *rest.Config, opts Options) (*Manager, error) {
+	if cfg == nil {
+		return nil, errors.New("manager: rest config is nil: pass one from manager.GetConfig or clientcmd")
+	}
+	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 && cfg.Burst == 0 {
+		cfg.QPS, cfg.Burst = 20, 30
+	}
+	if opts.Name != "" && cfg.UserAgent == "" {
+		cfg.UserAgent = opts.Name
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("manager: building clientset: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("manager: building dynamic client: %w", err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
+	return newWithClients(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: mapper}, opts)
+}
+
+// newWithClients is New after the clients exist; unit tests use it with
+// fake clients.
+func newWithClients(c informer.Clients, opts Options) (*Manager, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	cache, err := informer.New(c, opts.Informers)
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	m := &Manager{
+		opts:     opts,
+		log:      opts.Logger,
+		kube:     c.Kube,
+		dyn:      c.Dynamic,
+		mapper:   c.Mapper,
+		cache:    cache,
+		registry: opts.Registry,
+		checks:   make(map[string]func() error),
+	}
+	if m.registry == nil {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.registry = reg
+	}
+	m.gatherer = m.registry.(prometheus.Gatherer)
+	if m.qMetrics, err = workqueue.NewMetrics(m.registry); err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	if m.rMetrics, err = reconcile.NewMetrics(m.registry); err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	return m, nil
+}
+
+// Cache is where informers are declared (informer.For, informer.ForResource)
+// before Run.
+func (m *Manager) Cache() *informer.Cache { return m.cache }
+
+// Client is the clientset for writes to built-in types. Reads belong to
+// listers.
+func (m *Manager) Client() kubernetes.Interface { return m.kube }
+
+// Dynamic is the dynamic client, for writes to custom resources.
+func (m *Manager) Dynamic() dynamic.Interface { return m.dyn }
+
+// RESTMapper maps kinds to resources through the server's discovery.
+func (m *Manager) RESTMapper() meta.RESTMapper { return m.mapper }
+
+// Registry is the manager's Prometheus registerer, for the operator's own
+// metrics.
+func (m *Manager) Registry() prometheus.Registerer { return m.registry }
+
+// Logger is the manager's logger.
+func (m *Manager) Logger() logr.Logger { return m.log }
+
+// AddController creates a controller named name that reconciles with r and
+// is fed by watches, and registers it to run in Run. Names are unique per
+// manager. It fails after Run has started, on a duplicate name, on a watch
+// whose source was not declared on this manager's cache, or on invalid
+// options.
+func (m *Manager) AddController(name string, r reconcile.Reconciler, opts ControllerOptions, watches ...Watch) (*reconcile.Controller, error) {
+	if m.started.Load() {
+		return nil, fmt.Errorf("manager: AddController(%q) after Run started: add every controller before Run", name)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if slices.ContainsFunc(m.controllers, func(c *reconcile.Controller) bool { return c.Name() == name }) {
+		return nil, fmt.Errorf("manager: a controller named %q already exists: controller names must be unique per manager", name)
+	}
+	declared := m.cache.Informers()
+	for i, w := range watches {
+		if w.Source == nil {
+			return nil, fmt.Errorf("manager: controller %q: watch %d has no Source: pass an informer from informer.For", name, i)
+		}
+		if !slices.ContainsFunc(declared, func(s informer.Source) bool { return s.Informer() == w.Source.Informer() }) {
+			return nil, fmt.Errorf("manager: controller %q: watch source %s was not declared on this manager's cache", name, w.Source.Name())
+		}
+	}
+	ctrl, err := reconcile.New(name, r, reconcile.Options{
+		Workers:         opts.Workers,
+		Timeout:         opts.Timeout,
+		ShutdownTimeout: m.opts.ShutdownTimeout,
+		RateLimiter:     opts.RateLimiter,
+		QueueMetrics:    m.qMetrics,
+		Metrics:         m.rMetrics,
+		Logger:          m.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range watches {
+		h := informer.Handler{Map: w.Map, Predicates: w.Predicates}
+		enqueue := func(key types.NamespacedName, _ informer.Event) {
+			ctrl.Enqueue(reconcile.Request{NamespacedName: key})
+		}
+		if _, err := w.Source.Informer().AddEventHandler(h.ResourceEventHandler(enqueue)); err != nil {
+			return nil, fmt.Errorf("manager: controller %q: watching %s: %w", name, w.Source.Name(), err)
+		}
+	}
+	m.controllers = append(m.controllers, ctrl)
+	return ctrl, nil
+}
+
+// Add registers a Runnable to start with the controllers, after the caches
+// have synced. It fails after Run has started.
+func (m *Manager) Add(r Runnable) error {
+	if r == nil {
+		return errors.New("manager: Add(nil): pass a Runnable")
+	}
+	if m.started.Load() {
+		return errors.New("manager: Add after Run started: add every Runnable before Run")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.runnables = append(m.runnables, r)
+	return nil
+}
+
+// EventRecorder returns a recorder that writes core/v1 Events as
+// component. The first call starts the manager's event broadcaster, which
+// Run shuts down when it returns.
+func (m *Manager) EventRecorder(component string) record.EventRecorder {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.broadcaster == nil {
+		m.broadcaster = record.NewBroadcaster()
+		m.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: m.kube.CoreV1().Events("")})
+	}
+	scheme := m.opts.Informers.Scheme
+	if scheme == nil {
+		scheme = kubescheme.Scheme
+	}
+	return m.broadcaster.NewRecorder(scheme, corev1.EventSource{Component: component})
+}
+
+// Run starts everything and blocks until ctx is cancelled and everything
+// has stopped, or until something fails. See the package doc for the order.
+// It returns nil after a clean shutdown. Run may be called once.
+func (m *Manager) Run(ctx context.Context) (err error) {
+	if !m.started.CompareAndSwap(false, true) {
+		return errors.New("manager: Run called twice: a Manager runs once")
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	if m.opts.HTTPAddr != "" {
+		stop, err := m.serveHTTP(m.opts.HTTPAddr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	defer m.stopBroadcaster()
+
+	if err := m.cache.Start(ctx); err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	defer func() {
+		cancel(nil)
+		m.cache.Wait()
+	}()
+
+	start := time.Now()
+	m.log.Info("Waiting for caches to sync", "informers", len(m.cache.Informers()), "timeout", m.opts.CacheSyncTimeout)
+	syncCtx, cancelSync := context.WithTimeoutCause(ctx, m.opts.CacheSyncTimeout,
+		fmt.Errorf("cache sync timeout of %v exceeded (Options.CacheSyncTimeout)", m.opts.CacheSyncTimeout))
+	err = m.cache.WaitForSync(syncCtx, m.log, m.opts.SyncProgressInterval)
+	cancelSync()
+	if err != nil {
+		if ctx.Err() != nil {
+			m.log.Info("Shutdown requested before caches synced")
+			return nil
+		}
+		return fmt.Errorf("manager: %w", err)
+	}
+	m.log.Info("Caches synced", "duration", time.Since(start))
+	m.ready.Store(true)
+
+	m.mu.Lock()
+	runs := make([]Runnable, 0, len(m.controllers)+len(m.runnables))
+	for _, c := range m.controllers {
+		runs = append(runs, c)
+	}
+	runs = append(runs, m.runnables...)
+	m.mu.Unlock()
+
+	var wg sync.WaitGroup
+	errs := make([]error, len(runs))
+	for i, r := range runs {
+		wg.Go(func() {
+			if err := r.Start(ctx); err != nil {
+				errs[i] = err
+				cancel(err)
+			}
+		})
+	}
+	<-ctx.Done()
+	m.ready.Store(false)
+	m.log.Info("Stopping: waiting for controllers and runnables")
+	wg.Wait()
+	m.log.Info("Stopped")
+	return errors.Join(errs...)
+}
+
+// Ready reports whether the caches have synced and Run has not begun to
+// shut down; /readyz serves it.
+func (m *Manager) Ready() bool { return m.ready.Load() }
+
+func (m *Manager) stopBroadcaster() {
+	m.mu.Lock()
+	b := m.broadcaster
+	m.mu.Unlock()
+	if b != nil {
+		b.Shutdown()
+	}
+}

@@ -1,0 +1,111 @@
+package manager
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctrlkit/ctrlkit/pkg/informer"
+	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
+	"github.com/ctrlkit/ctrlkit/pkg/workqueue"
+)
+
+// Defaults used when the matching Options field is zero.
+const (
+	DefaultCacheSyncTimeout     = 2 * time.Minute
+	DefaultSyncProgressInterval = 5 * time.Second
+	DefaultName                 = "ctrlkit"
+)
+
+// Options configures a Manager. The zero value is valid: every namespace,
+// no HTTP endpoints, a private Prometheus registry, logs discarded.
+type Options struct {
+	// Name identifies the operator: the user agent, and the source of the
+	// events it records. Empty means DefaultName.
+	Name string
+	// Informers are the options shared by every informer.
+	Informers informer.Options
+	// Logger receives the manager's logs and is the base of every
+	// controller's logger. The zero value discards logs.
+	Logger logr.Logger
+	// Registry receives every metric of this manager. Nil means a new
+	// registry with the Go and process collectors. It must also be a
+	// prometheus.Gatherer (as *prometheus.Registry is) to serve /metrics;
+	// pass prometheus.DefaultRegisterer to share the global registry.
+	Registry prometheus.Registerer
+	// HTTPAddr is where /metrics, /healthz and /readyz are served, e.g.
+	// ":8080" or "127.0.0.1:0". Empty disables the endpoints.
+	HTTPAddr string
+	// CacheSyncTimeout bounds the wait for the informers' initial sync.
+	// 0 means DefaultCacheSyncTimeout.
+	CacheSyncTimeout time.Duration
+	// SyncProgressInterval is how often sync progress is logged.
+	// 0 means DefaultSyncProgressInterval.
+	SyncProgressInterval time.Duration
+	// ShutdownTimeout is how long in-flight reconciles may run after Run's
+	// ctx is cancelled. 0 means reconcile.DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+}
+
+// ControllerOptions configures one controller added with AddController.
+type ControllerOptions struct {
+	// Workers is the number of concurrent reconciles. 0 means 1.
+	Workers int
+	// Timeout bounds each Reconcile through its ctx. 0 means no bound.
+	Timeout time.Duration
+	// RateLimiter paces retries. Nil means workqueue.DefaultRateLimiter.
+	RateLimiter workqueue.RateLimiter[reconcile.Request]
+}
+
+// validate checks opts and fills in defaults.
+func (o *Options) validate() error {
+	var errs []error
+	bad := func(field string, v any, fix string) {
+		errs = append(errs, fmt.Errorf("manager: Options.%s is %v: %s", field, v, fix))
+	}
+	if o.CacheSyncTimeout < 0 {
+		bad("CacheSyncTimeout", o.CacheSyncTimeout, "use 0 for the default, or a positive duration")
+	}
+	if o.SyncProgressInterval < 0 {
+		bad("SyncProgressInterval", o.SyncProgressInterval, "use 0 for the default, or a positive duration")
+	}
+	if o.ShutdownTimeout < 0 {
+		bad("ShutdownTimeout", o.ShutdownTimeout, "use 0 for the default, or a positive duration")
+	}
+	if o.Informers.Resync < 0 {
+		bad("Informers.Resync", o.Informers.Resync, "use 0 to disable resync, or a positive period")
+	}
+	if o.HTTPAddr != "" {
+		if _, _, err := net.SplitHostPort(o.HTTPAddr); err != nil {
+			bad("HTTPAddr", fmt.Sprintf("%q", o.HTTPAddr), "use host:port such as \":8080\" or \"127.0.0.1:0\", or empty to disable")
+		}
+	}
+	if o.Registry != nil {
+		if _, ok := o.Registry.(prometheus.Gatherer); !ok {
+			bad("Registry", fmt.Sprintf("%T", o.Registry), "it must also implement prometheus.Gatherer (pass a *prometheus.Registry)")
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if o.Name == "" {
+		o.Name = DefaultName
+	}
+	if o.CacheSyncTimeout == 0 {
+		o.CacheSyncTimeout = DefaultCacheSyncTimeout
+	}
+	if o.SyncProgressInterval == 0 {
+		o.SyncProgressInterval = DefaultSyncProgressInterval
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = reconcile.DefaultShutdownTimeout
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	return nil
+}

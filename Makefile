@@ -9,7 +9,7 @@ BIN := $(CURDIR)/bin
 # A KUBEBUILDER_ASSETS from setup-envtest is used as is; otherwise the
 # control plane is built from Go modules into bin/k8s (hack/envtest).
 ENVTEST_DIR := $(if $(KUBEBUILDER_ASSETS),$(KUBEBUILDER_ASSETS),$(BIN)/k8s)
-UNIT_PKGS = $$($(GO) list ./... | grep -v /test/e2e)
+UNIT_PKGS = $$($(GO) list ./... | grep -v -e /test/e2e -e /examples/)
 
 .PHONY: help
 help: ## Show the targets
@@ -36,7 +36,7 @@ unit: ## Run the unit tests with -race
 
 .PHONY: e2e
 e2e: envtest ## Run the e2e tests against a real kube-apiserver and etcd
-	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) $(GO) test -race -count=1 -timeout 15m ./test/e2e/...
+	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) $(GO) test -race -count=1 -timeout 15m ./test/e2e/... ./examples/...
 
 .PHONY: lint
 lint: ## go vet and a gofmt check

@@ -63,6 +63,7 @@ type Controller struct {
 	clock           clock.PassiveClock
 	metrics         controllerMetrics
 	started         atomic.Bool
+	stopping        atomic.Bool // set when Start's ctx is done: take no new keys
 
 	mu         sync.Mutex
 	eventTimes map[Request]time.Time // first unhandled event per waiting key
@@ -158,6 +159,9 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	c.log.Info("Stopping workers: waiting for in-flight reconciles", "timeout", c.shutdownTimeout)
+	// A shut-down queue still hands out the keys that were waiting (as
+	// client-go's does); stopping makes the workers leave them.
+	c.stopping.Store(true)
 	c.queue.ShutDown()
 
 	stopped := make(chan struct{})
@@ -181,6 +185,9 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(req)
+	if c.stopping.Load() {
+		return false
+	}
 	c.metrics.activeWorkers.Inc()
 	defer c.metrics.activeWorkers.Dec()
 	c.handle(ctx, req)

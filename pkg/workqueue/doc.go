@@ -5,9 +5,9 @@
 //   - Exclusive: a key is handed to one worker at a time; a key added while
 //     it is being processed is queued again when the worker calls Done.
 //   - Multi-producer, multi-consumer: every method is safe for concurrent use.
-//   - Shutdown: ShutDown makes Get return shutdown=true to every waiting and
-//     future caller; ShutDownWithDrain also waits for the keys in processing
-//     to be marked Done.
+//   - Shutdown: after ShutDown, Add is a no-op and Get returns the keys still
+//     waiting, then shutdown=true to every caller; ShutDownWithDrain also
+//     waits for the keys in processing to be marked Done.
 //
 // Whoever calls Get must call Done for the key, and calls Forget when the key
 // no longer needs backoff (after a success or a terminal failure).

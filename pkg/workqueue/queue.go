@@ -30,7 +30,8 @@ type Interface[T comparable] interface {
 	Done(item T)
 	// Len reports how many items are waiting (not counting delayed ones).
 	Len() int
-	// ShutDown makes Get return shutdown=true; waiting items are dropped.
+	// ShutDown makes Add a no-op; Get hands out the items still waiting and
+	// then returns shutdown=true, at once, to every caller.
 	ShutDown()
 	// ShutDownWithDrain is ShutDown that also blocks until every item handed
 	// out by Get has been marked Done.

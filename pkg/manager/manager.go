@@ -158,11 +158,13 @@ func (m *Manager) Logger() logr.Logger { return m.log }
 // whose source was not declared on this manager's cache, or on invalid
 // options.
 func (m *Manager) AddController(name string, r reconcile.Reconciler, opts ControllerOptions, watches ...Watch) (*reconcile.Controller, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// Checked under mu, which Run holds while it sets started: a controller
+	// is either added before Run or refused, never added and left unrun.
 	if m.started.Load() {
 		return nil, fmt.Errorf("manager: AddController(%q) after Run started: add every controller before Run", name)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if slices.ContainsFunc(m.controllers, func(c *reconcile.Controller) bool { return c.Name() == name }) {
 		return nil, fmt.Errorf("manager: a controller named %q already exists: controller names must be unique per manager", name)
 	}
@@ -189,8 +191,8 @@ func (m *Manager) AddController(name string, r reconcile.Reconciler, opts Contro
 	}
 	for _, w := range watches {
 		h := informer.Handler{Map: w.Map, Predicates: w.Predicates}
-		enqueue := func(key types.NamespacedName, _ informer.Event) {
-			ctrl.Enqueue(reconcile.Request{NamespacedName: key})
+		enqueue := func(key types.NamespacedName, ev informer.Event) {
+			ctrl.EnqueuePriority(reconcile.Request{NamespacedName: key}, priorityOf(ev))
 		}
 		if _, err := w.Source.Informer().AddEventHandler(h.ResourceEventHandler(enqueue)); err != nil {
 			return nil, fmt.Errorf("manager: controller %q: watching %s: %w", name, w.Source.Name(), err)
@@ -200,17 +202,29 @@ func (m *Manager) AddController(name string, r reconcile.Reconciler, opts Contro
 	return ctrl, nil
 }
 
+// priorityOf ranks an event: the initial list and resyncs that changed
+// nothing wait behind real changes.
+func priorityOf(ev informer.Event) workqueue.Priority {
+	switch {
+	case ev.Type == informer.Added && ev.InitialList:
+		return workqueue.PriorityLow
+	case ev.Type == informer.Updated && ev.Old.GetResourceVersion() == ev.Object.GetResourceVersion():
+		return workqueue.PriorityLow
+	}
+	return workqueue.PriorityNormal
+}
+
 // Add registers a Runnable to start with the controllers, after the caches
 // have synced. It fails after Run has started.
 func (m *Manager) Add(r Runnable) error {
 	if r == nil {
 		return errors.New("manager: Add(nil): pass a Runnable")
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.started.Load() {
 		return errors.New("manager: Add after Run started: add every Runnable before Run")
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.runnables = append(m.runnables, r)
 	return nil
 }
@@ -236,9 +250,17 @@ func (m *Manager) EventRecorder(component string) record.EventRecorder {
 // has stopped, or until something fails. See the package doc for the order.
 // It returns nil after a clean shutdown. Run may be called once.
 func (m *Manager) Run(ctx context.Context) (err error) {
-	if !m.started.CompareAndSwap(false, true) {
+	m.mu.Lock()
+	first := m.started.CompareAndSwap(false, true)
+	m.mu.Unlock()
+	if !first {
 		return errors.New("manager: Run called twice: a Manager runs once")
 	}
+	// Each controller's queue owns goroutines from AddController on. A
+	// started controller shuts its queue down itself; this also ends the
+	// queues of controllers that never started because Run returned before
+	// the caches synced.
+	defer m.shutDownQueues()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
@@ -304,6 +326,15 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 // Ready reports whether the caches have synced and Run has not begun to
 // shut down; /readyz serves it.
 func (m *Manager) Ready() bool { return m.ready.Load() }
+
+func (m *Manager) shutDownQueues() {
+	m.mu.Lock()
+	ctrls := slices.Clone(m.controllers)
+	m.mu.Unlock()
+	for _, c := range ctrls {
+		c.Queue().ShutDown()
+	}
+}
 
 func (m *Manager) stopBroadcaster() {
 	m.mu.Lock()

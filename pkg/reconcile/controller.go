@@ -38,7 +38,8 @@ type Options struct {
 	// workqueue.DefaultRateLimiter. Ignored when Queue is set.
 	RateLimiter workqueue.RateLimiter[Request]
 	// Queue replaces the controller's own queue. Nil means a new
-	// workqueue.Queue named after the controller.
+	// workqueue.Queue named after the controller, whose fairness groups are
+	// namespaces.
 	Queue workqueue.Interface[Request]
 	// QueueMetrics receives the metrics of the controller's own queue.
 	QueueMetrics *workqueue.Metrics
@@ -106,7 +107,12 @@ func New(name string, r Reconciler, opts Options) (*Controller, error) {
 		c.log = logr.Discard()
 	}
 	if c.queue == nil {
-		q, err := workqueue.New(workqueue.Options[Request]{Name: name, RateLimiter: opts.RateLimiter, Metrics: opts.QueueMetrics})
+		q, err := workqueue.New(workqueue.Options[Request]{
+			Name:        name,
+			RateLimiter: opts.RateLimiter,
+			Metrics:     opts.QueueMetrics,
+			Group:       func(r Request) string { return r.Namespace }, // namespaces take turns
+		})
 		if err != nil {
 			return nil, fmt.Errorf("reconcile: controller %q: %w", name, err)
 		}
@@ -123,9 +129,16 @@ func (c *Controller) Name() string { return c.name }
 // or rate limiting directly. Prefer Enqueue for event-driven keys.
 func (c *Controller) Queue() workqueue.Interface[Request] { return c.queue }
 
-// Enqueue queues req because an event touched it, and remembers when, for
-// ctrlkit_event_to_reconcile_seconds. It never blocks.
+// Enqueue queues req at workqueue.PriorityNormal because an event touched
+// it, and remembers when, for ctrlkit_event_to_reconcile_seconds. It never
+// blocks.
 func (c *Controller) Enqueue(req Request) {
+	c.EnqueuePriority(req, workqueue.PriorityNormal)
+}
+
+// EnqueuePriority is Enqueue at priority p. With a queue that has no
+// priorities (see workqueue.PriorityInterface), p is ignored.
+func (c *Controller) EnqueuePriority(req Request, p workqueue.Priority) {
 	if c.queue.ShuttingDown() {
 		return
 	}
@@ -134,6 +147,10 @@ func (c *Controller) Enqueue(req Request) {
 		c.eventTimes[req] = c.clock.Now()
 	}
 	c.mu.Unlock()
+	if pq, ok := c.queue.(workqueue.PriorityInterface[Request]); ok {
+		pq.AddWithPriority(req, p)
+		return
+	}
 	c.queue.Add(req)
 }
 

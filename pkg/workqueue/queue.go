@@ -8,6 +8,15 @@ import (
 	"k8s.io/utils/clock"
 )
 
+// PriorityInterface is an Interface whose keys carry priorities; Queue
+// implements it.
+type PriorityInterface[T comparable] interface {
+	Interface[T]
+	// AddWithPriority queues item at priority p; a waiting key keeps the
+	// highest priority it was given.
+	AddWithPriority(item T, p Priority)
+}
+
 // Interface is a rate-limited, delaying work queue of comparable keys. It is
 // the queue the reconcile workers drain; see the package doc for the
 // contract every implementation keeps.
@@ -44,14 +53,7 @@ type Interface[T comparable] interface {
 // client-go's TypedRateLimiter, so every client-go limiter can be used.
 type RateLimiter[T comparable] = workqueue.TypedRateLimiter[T]
 
-// DefaultRateLimiter returns client-go's controller rate limiter: per-item
-// exponential backoff from 5ms to 1000s, bounded overall by a 10 qps bucket
-// with a burst of 100.
-func DefaultRateLimiter[T comparable]() RateLimiter[T] {
-	return workqueue.DefaultTypedControllerRateLimiter[T]()
-}
-
-// Options configures New. The zero value is valid.
+// Options configures New and NewClientGo. The zero value is valid.
 type Options[T comparable] struct {
 	// Name labels the queue's metrics (the "name" label). Required when
 	// Metrics is set.
@@ -62,19 +64,28 @@ type Options[T comparable] struct {
 	Metrics *Metrics
 	// Clock drives delays and metrics; nil means the real clock.
 	Clock clock.WithTicker
+	// Group names the fairness group of a key: within a priority, groups
+	// take turns. Nil puts every key in one group. Ignored by NewClientGo.
+	Group func(T) string
+	// StarvationBound is how long a PriorityLow key waits before it is
+	// served as PriorityNormal. 0 means DefaultStarvationBound. Ignored by
+	// NewClientGo.
+	StarvationBound time.Duration
 }
 
-// Queue is the first implementation of Interface: client-go's typed
-// rate-limiting queue with ctrlkit's options. It is safe for concurrent use.
-type Queue[T comparable] struct {
+// ClientGoQueue is client-go's typed rate-limiting queue behind Interface,
+// for comparison and as an escape hatch; Queue is the default. It is safe
+// for concurrent use.
+type ClientGoQueue[T comparable] struct {
 	workqueue.TypedRateLimitingInterface[T]
 }
 
-var _ Interface[string] = (*Queue[string])(nil)
+var _ Interface[string] = (*ClientGoQueue[string])(nil)
 
-// New returns a started queue. It fails if Metrics is set without a Name.
-// The queue owns a goroutine for delayed items until ShutDown is called.
-func New[T comparable](opts Options[T]) (*Queue[T], error) {
+// NewClientGo returns a started client-go queue. It fails if Metrics is set
+// without a Name. The queue owns a goroutine for delayed items until
+// ShutDown is called.
+func NewClientGo[T comparable](opts Options[T]) (*ClientGoQueue[T], error) {
 	if opts.Metrics != nil && opts.Name == "" {
 		return nil, fmt.Errorf("workqueue: Options.Name is empty but Options.Metrics is set: name the queue so its metrics can be labelled")
 	}
@@ -90,5 +101,5 @@ func New[T comparable](opts Options[T]) (*Queue[T], error) {
 		// is nil; ctrlkit has no globals, so disable metrics explicitly.
 		cfg.MetricsProvider = noMetrics{}
 	}
-	return &Queue[T]{TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig(rl, cfg)}, nil
+	return &ClientGoQueue[T]{TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig(rl, cfg)}, nil
 }

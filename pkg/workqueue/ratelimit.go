@@ -1,0 +1,59 @@
+package workqueue
+
+import (
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// DefaultRateLimiter returns ctrlkit's default: client-go's per-item
+// exponential backoff (5ms doubling to 1000s), combined (the larger delay
+// wins) with an overall 10 qps bucket with a burst of 100 whose share of
+// any delay is capped at DefaultBucketMaxDelay.
+//
+// Why the cap: client-go's controller limiter puts the same bucket in front
+// of every retry with no cap, so when 10,000 keys fail at once the last of
+// them waits 10,000/10 qps = 1,000 seconds (about 16 minutes) for its first
+// retry, however quickly it would have succeeded. With the cap, the bucket
+// still spreads a retry storm over time (a burst of 100, then 10 per
+// second), but a key never waits longer for the bucket than the cap; past
+// that the per-item backoff alone paces it, and it doubles with every
+// failure.
+func DefaultRateLimiter[T comparable]() RateLimiter[T] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[T](5*time.Millisecond, 1000*time.Second),
+		NewBoundedBucketRateLimiter[T](10, 100, DefaultBucketMaxDelay),
+	)
+}
+
+// DefaultBucketMaxDelay caps the overall bucket's share of a retry delay in
+// DefaultRateLimiter.
+const DefaultBucketMaxDelay = 10 * time.Second
+
+// NewBoundedBucketRateLimiter returns a limiter that paces all keys together
+// at qps with the given burst, like client-go's TypedBucketRateLimiter, but
+// never delays a key by more than maxDelay: a key that would wait longer
+// gets maxDelay and takes no token, so a storm of failures does not build a
+// queue of reservations stretching far into the future.
+func NewBoundedBucketRateLimiter[T comparable](qps float64, burst int, maxDelay time.Duration) RateLimiter[T] {
+	return &boundedBucket[T]{limiter: rate.NewLimiter(rate.Limit(qps), burst), maxDelay: maxDelay}
+}
+
+type boundedBucket[T comparable] struct {
+	limiter  *rate.Limiter
+	maxDelay time.Duration
+}
+
+func (b *boundedBucket[T]) When(T) time.Duration {
+	r := b.limiter.Reserve()
+	d := r.Delay()
+	if d > b.maxDelay {
+		r.Cancel()
+		return b.maxDelay
+	}
+	return d
+}
+
+func (b *boundedBucket[T]) Forget(T)           {}
+func (b *boundedBucket[T]) NumRequeues(T) int { return 0 }

@@ -350,8 +350,8 @@ func FuzzQueue(f *testing.F) {
 		keys := []string{"a1", "a2", "b1", "b2", "c1"}
 		waiting := map[string]Priority{}
 		processing := map[string]bool{}
-		dirty := map[string]Priority{}       // added while processing
-		delayed := map[string]time.Time{}    // earliest pending delay
+		dirty := map[string]Priority{}      // added while processing
+		delayed := map[string]time.Time{}   // earliest pending delay
 		add := func(k string, p Priority) { // model of AddWithPriority
 			delete(delayed, k)
 			if processing[k] {

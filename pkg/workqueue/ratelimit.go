@@ -55,5 +55,5 @@ func (b *boundedBucket[T]) When(T) time.Duration {
 	return d
 }
 
-func (b *boundedBucket[T]) Forget(T)           {}
+func (b *boundedBucket[T]) Forget(T)          {}
 func (b *boundedBucket[T]) NumRequeues(T) int { return 0 }

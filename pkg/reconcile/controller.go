@@ -22,6 +22,18 @@ import (
 // otherwise.
 const DefaultShutdownTimeout = 30 * time.Second
 
+// DefaultAbortTimeout is how long Start waits for in-flight reconciles after
+// an abort, unless Options.AbortTimeout says otherwise.
+const DefaultAbortTimeout = 5 * time.Second
+
+// ErrAborted, as the cause of Start's context (context.WithCancelCause),
+// makes Start stop at once instead of gracefully: no Reconcile starts after
+// the cancellation is observed, in-flight reconciles have their ctx
+// cancelled immediately, and Start waits for them only up to AbortTimeout.
+// The manager aborts leader-only controllers this way when the lease is
+// lost.
+var ErrAborted = errors.New("reconcile: aborted")
+
 // Options configures a Controller. The zero value is valid: one worker, no
 // per-reconcile timeout, client-go's default rate limiter, no metrics, logs
 // discarded.
@@ -37,6 +49,9 @@ type Options struct {
 	// RateLimiter paces retries after errors. Nil means
 	// workqueue.DefaultRateLimiter. Ignored when Queue is set.
 	RateLimiter workqueue.RateLimiter[Request]
+	// AbortTimeout bounds how long Start waits for in-flight reconciles after
+	// an abort (see ErrAborted). 0 means DefaultAbortTimeout.
+	AbortTimeout time.Duration
 	// Queue replaces the controller's own queue. Nil means a new
 	// workqueue.Queue named after the controller, whose fairness groups are
 	// namespaces.
@@ -56,17 +71,20 @@ type Options struct {
 type Controller struct {
 	name            string
 	do              Reconciler
-	queue           workqueue.Interface[Request]
 	workers         int
 	timeout         time.Duration
 	shutdownTimeout time.Duration
+	abortTimeout    time.Duration
 	log             logr.Logger
 	clock           clock.PassiveClock
 	metrics         controllerMetrics
-	started         atomic.Bool
-	stopping        atomic.Bool // set when Start's ctx is done: take no new keys
+	running         atomic.Bool
+	// newQueue makes a fresh queue for a restart; nil when the user passed
+	// Options.Queue, which cannot be replaced.
+	newQueue func() (workqueue.Interface[Request], error)
 
 	mu         sync.Mutex
+	queue      workqueue.Interface[Request]
 	eventTimes map[Request]time.Time // first unhandled event per waiting key
 }
 
@@ -83,6 +101,8 @@ func New(name string, r Reconciler, opts Options) (*Controller, error) {
 		return nil, fmt.Errorf("reconcile: controller %q: Options.Workers is %d: use 0 for the default of 1, or a positive count", name, opts.Workers)
 	case opts.Timeout < 0:
 		return nil, fmt.Errorf("reconcile: controller %q: Options.Timeout is %v: use 0 for no timeout, or a positive duration", name, opts.Timeout)
+	case opts.AbortTimeout < 0:
+		return nil, fmt.Errorf("reconcile: controller %q: Options.AbortTimeout is %v: use 0 for the default of %v, or a positive duration", name, opts.AbortTimeout, DefaultAbortTimeout)
 	case opts.ShutdownTimeout < 0:
 		return nil, fmt.Errorf("reconcile: controller %q: Options.ShutdownTimeout is %v: use 0 for the default of %v, or a positive duration", name, opts.ShutdownTimeout, DefaultShutdownTimeout)
 	}
@@ -93,12 +113,16 @@ func New(name string, r Reconciler, opts Options) (*Controller, error) {
 		workers:         max(opts.Workers, 1),
 		timeout:         opts.Timeout,
 		shutdownTimeout: opts.ShutdownTimeout,
+		abortTimeout:    opts.AbortTimeout,
 		log:             opts.Logger.WithValues("controller", name),
 		clock:           opts.Clock,
 		eventTimes:      make(map[Request]time.Time),
 	}
 	if c.shutdownTimeout == 0 {
 		c.shutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.abortTimeout == 0 {
+		c.abortTimeout = DefaultAbortTimeout
 	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
@@ -107,12 +131,15 @@ func New(name string, r Reconciler, opts Options) (*Controller, error) {
 		c.log = logr.Discard()
 	}
 	if c.queue == nil {
-		q, err := workqueue.New(workqueue.Options[Request]{
-			Name:        name,
-			RateLimiter: opts.RateLimiter,
-			Metrics:     opts.QueueMetrics,
-			Group:       func(r Request) string { return r.Namespace }, // namespaces take turns
-		})
+		c.newQueue = func() (workqueue.Interface[Request], error) {
+			return workqueue.New(workqueue.Options[Request]{
+				Name:        name,
+				RateLimiter: opts.RateLimiter,
+				Metrics:     opts.QueueMetrics,
+				Group:       func(r Request) string { return r.Namespace }, // namespaces take turns
+			})
+		}
+		q, err := c.newQueue()
 		if err != nil {
 			return nil, fmt.Errorf("reconcile: controller %q: %w", name, err)
 		}
@@ -126,8 +153,13 @@ func New(name string, r Reconciler, opts Options) (*Controller, error) {
 func (c *Controller) Name() string { return c.name }
 
 // Queue returns the queue the workers drain, for callers that need delays
-// or rate limiting directly. Prefer Enqueue for event-driven keys.
-func (c *Controller) Queue() workqueue.Interface[Request] { return c.queue }
+// or rate limiting directly. Prefer Enqueue for event-driven keys. A
+// restarted controller has a new queue.
+func (c *Controller) Queue() workqueue.Interface[Request] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queue
+}
 
 // Enqueue queues req at workqueue.PriorityNormal because an event touched
 // it, and remembers when, for ctrlkit_event_to_reconcile_seconds. It never
@@ -139,79 +171,118 @@ func (c *Controller) Enqueue(req Request) {
 // EnqueuePriority is Enqueue at priority p. With a queue that has no
 // priorities (see workqueue.PriorityInterface), p is ignored.
 func (c *Controller) EnqueuePriority(req Request, p workqueue.Priority) {
-	if c.queue.ShuttingDown() {
+	c.mu.Lock()
+	q := c.queue
+	if q.ShuttingDown() {
+		c.mu.Unlock()
 		return
 	}
-	c.mu.Lock()
 	if _, ok := c.eventTimes[req]; !ok {
 		c.eventTimes[req] = c.clock.Now()
 	}
 	c.mu.Unlock()
-	if pq, ok := c.queue.(workqueue.PriorityInterface[Request]); ok {
+	if pq, ok := q.(workqueue.PriorityInterface[Request]); ok {
 		pq.AddWithPriority(req, p)
 		return
 	}
-	c.queue.Add(req)
+	q.Add(req)
 }
 
 // Start runs the workers until ctx is cancelled. It then stops handing out
 // keys, waits up to the shutdown timeout for in-flight reconciles, cancels
-// their ctx if they are still running, and returns. It returns an error if
-// called twice, or if reconciles were still running when it gave up.
+// their ctx if they are still running, and returns. If ctx's cause is
+// ErrAborted it cancels in-flight reconciles at once and waits only up to
+// the abort timeout. It returns an error if the controller is already
+// running, or if reconciles were still running when it gave up.
+//
+// Start may be called again after it returned: a controller that owns its
+// queue gets a fresh one (keys enqueued while it was stopped are lost, so
+// the caller re-enqueues what it needs).
 func (c *Controller) Start(ctx context.Context) error {
-	if !c.started.CompareAndSwap(false, true) {
-		return fmt.Errorf("reconcile: controller %q was already started: a Controller runs once", c.name)
+	if !c.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("reconcile: controller %q is already running", c.name)
+	}
+	defer c.running.Store(false)
+	q, err := c.queueForRun()
+	if err != nil {
+		return err
 	}
 	// In-flight reconciles outlive ctx by up to the shutdown timeout.
-	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWork()
+	workCtx, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelWork(nil)
 
+	var stopping atomic.Bool // take no new keys
 	c.log.Info("Starting workers", "workers", c.workers)
 	var wg sync.WaitGroup
 	for range c.workers {
 		wg.Go(func() {
-			for c.processNext(workCtx) {
+			for c.processNext(workCtx, q, &stopping) {
 			}
 		})
 	}
 	<-ctx.Done()
-	c.log.Info("Stopping workers: waiting for in-flight reconciles", "timeout", c.shutdownTimeout)
+	wait, abort := c.shutdownTimeout, errors.Is(context.Cause(ctx), ErrAborted)
 	// A shut-down queue still hands out the keys that were waiting (as
 	// client-go's does); stopping makes the workers leave them.
-	c.stopping.Store(true)
-	c.queue.ShutDown()
+	stopping.Store(true)
+	q.ShutDown()
+	if abort {
+		wait = c.abortTimeout
+		cancelWork(context.Cause(ctx))
+		c.log.Info("Aborting workers: in-flight reconciles cancelled", "cause", context.Cause(ctx).Error(), "timeout", wait)
+	} else {
+		c.log.Info("Stopping workers: waiting for in-flight reconciles", "timeout", wait)
+	}
 
 	stopped := make(chan struct{})
 	go func() { wg.Wait(); close(stopped) }()
-	timer := time.NewTimer(c.shutdownTimeout)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-stopped:
 		c.log.Info("All workers stopped")
 		return nil
 	case <-timer.C:
-		cancelWork()
-		return fmt.Errorf("reconcile: controller %q: reconciles still running %v after shutdown began; their ctx is now cancelled: make Reconcile return when ctx is done", c.name, c.shutdownTimeout)
+		cancelWork(fmt.Errorf("reconcile: shutdown timeout of %v exceeded", wait))
+		return fmt.Errorf("reconcile: controller %q: reconciles still running %v after stopping began; their ctx is now cancelled: make Reconcile return when ctx is done", c.name, wait)
 	}
 }
 
+// queueForRun returns the queue for a run, replacing a shut-down one.
+func (c *Controller) queueForRun() (workqueue.Interface[Request], error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.queue.ShuttingDown() {
+		return c.queue, nil
+	}
+	if c.newQueue == nil {
+		return nil, fmt.Errorf("reconcile: controller %q cannot restart: its Options.Queue is shut down", c.name)
+	}
+	q, err := c.newQueue()
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: controller %q: %w", c.name, err)
+	}
+	c.queue = q
+	return q, nil
+}
+
 // processNext handles one key; it returns false once the queue shuts down.
-func (c *Controller) processNext(ctx context.Context) bool {
-	req, shutdown := c.queue.Get()
+func (c *Controller) processNext(ctx context.Context, q workqueue.Interface[Request], stopping *atomic.Bool) bool {
+	req, shutdown := q.Get()
 	if shutdown {
 		return false
 	}
-	defer c.queue.Done(req)
-	if c.stopping.Load() {
+	defer q.Done(req)
+	if stopping.Load() {
 		return false
 	}
 	c.metrics.activeWorkers.Inc()
 	defer c.metrics.activeWorkers.Dec()
-	c.handle(ctx, req)
+	c.handle(ctx, q, req)
 	return true
 }
 
-func (c *Controller) handle(ctx context.Context, req Request) {
+func (c *Controller) handle(ctx context.Context, q workqueue.Interface[Request], req Request) {
 	start := c.clock.Now()
 	c.mu.Lock()
 	evt, ok := c.eventTimes[req]
@@ -236,23 +307,23 @@ func (c *Controller) handle(ctx context.Context, req Request) {
 
 	switch {
 	case err != nil && IsTerminal(err):
-		c.queue.Forget(req)
+		q.Forget(req)
 		c.metrics.failed.Inc()
 		c.metrics.errors.Inc()
 		c.metrics.terminalErrors.Inc()
 		log.Error(err, "Reconciler error is terminal; not retrying until the object changes")
 	case err != nil:
-		c.queue.AddRateLimited(req)
+		q.AddRateLimited(req)
 		c.metrics.failed.Inc()
 		c.metrics.errors.Inc()
-		log.Error(err, "Reconciler error; retrying with backoff", "retries", c.queue.NumRequeues(req))
+		log.Error(err, "Reconciler error; retrying with backoff", "retries", q.NumRequeues(req))
 	case res.RequeueAfter > 0:
-		c.queue.Forget(req)
-		c.queue.AddAfter(req, res.RequeueAfter)
+		q.Forget(req)
+		q.AddAfter(req, res.RequeueAfter)
 		c.metrics.requeueAfter.Inc()
 		log.V(4).Info("Reconcile done; requeue requested", "after", res.RequeueAfter)
 	default:
-		c.queue.Forget(req)
+		q.Forget(req)
 		c.metrics.success.Inc()
 		log.V(4).Info("Reconcile done")
 	}

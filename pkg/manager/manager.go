@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"sync"
@@ -23,9 +24,11 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
+	"github.com/ctrlkit/ctrlkit/pkg/leader"
 	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
 	"github.com/ctrlkit/ctrlkit/pkg/workqueue"
 )
@@ -61,8 +64,11 @@ type Manager struct {
 	started atomic.Bool
 	ready   atomic.Bool
 
+	elector *leader.Elector // nil without leader election
+
 	mu          sync.Mutex
 	controllers []*reconcile.Controller
+	leaderOnly  map[*reconcile.Controller][]replay // controllers that run only on the leader
 	runnables   []Runnable
 	checks      map[string]func() error
 	addr        net.Addr
@@ -107,14 +113,15 @@ func newWithClients(c informer.Clients, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
 	m := &Manager{
-		opts:     opts,
-		log:      opts.Logger,
-		kube:     c.Kube,
-		dyn:      c.Dynamic,
-		mapper:   c.Mapper,
-		cache:    cache,
-		registry: opts.Registry,
-		checks:   make(map[string]func() error),
+		leaderOnly: make(map[*reconcile.Controller][]replay),
+		opts:       opts,
+		log:        opts.Logger,
+		kube:       c.Kube,
+		dyn:        c.Dynamic,
+		mapper:     c.Mapper,
+		cache:      cache,
+		registry:   opts.Registry,
+		checks:     make(map[string]func() error),
 	}
 	if m.registry == nil {
 		reg := prometheus.NewRegistry()
@@ -127,6 +134,19 @@ func newWithClients(c informer.Clients, opts Options) (*Manager, error) {
 	}
 	if m.rMetrics, err = reconcile.NewMetrics(m.registry); err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
+	}
+	if opts.LeaderElection != nil {
+		le := *opts.LeaderElection
+		if le.Logger.GetSink() == nil {
+			le.Logger = m.log
+		}
+		if m.elector, err = leader.New(c.Kube, le); err != nil {
+			return nil, fmt.Errorf("manager: Options.LeaderElection: %w", err)
+		}
+		if err := m.registry.Register(m.elector.Collector()); err != nil {
+			return nil, fmt.Errorf("manager: registering leader_election_master_status: %w", err)
+		}
+		m.checks["leader-election"] = m.elector.Check
 	}
 	return m, nil
 }
@@ -185,20 +205,27 @@ func (m *Manager) AddController(name string, r reconcile.Reconciler, opts Contro
 		QueueMetrics:    m.qMetrics,
 		Metrics:         m.rMetrics,
 		Logger:          m.log,
+		AbortTimeout:    m.abortTimeout(),
 	})
 	if err != nil {
 		return nil, err
 	}
+	var replays []replay
 	for _, w := range watches {
 		h := informer.Handler{Map: w.Map, Predicates: w.Predicates}
 		enqueue := func(key types.NamespacedName, ev informer.Event) {
 			ctrl.EnqueuePriority(reconcile.Request{NamespacedName: key}, priorityOf(ev))
 		}
-		if _, err := w.Source.Informer().AddEventHandler(h.ResourceEventHandler(enqueue)); err != nil {
+		reh := h.ResourceEventHandler(enqueue)
+		if _, err := w.Source.Informer().AddEventHandler(reh); err != nil {
 			return nil, fmt.Errorf("manager: controller %q: watching %s: %w", name, w.Source.Name(), err)
 		}
+		replays = append(replays, replay{source: w.Source, handler: reh})
 	}
 	m.controllers = append(m.controllers, ctrl)
+	if m.elector != nil && !opts.EveryReplica {
+		m.leaderOnly[ctrl] = replays
+	}
 	return ctrl, nil
 }
 
@@ -300,17 +327,27 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 	m.mu.Lock()
 	runs := make([]Runnable, 0, len(m.controllers)+len(m.runnables))
 	for _, c := range m.controllers {
-		runs = append(runs, c)
+		if _, ok := m.leaderOnly[c]; !ok {
+			runs = append(runs, c)
+		}
 	}
 	runs = append(runs, m.runnables...)
 	m.mu.Unlock()
 
 	var wg sync.WaitGroup
-	errs := make([]error, len(runs))
+	errs := make([]error, len(runs)+1)
 	for i, r := range runs {
 		wg.Go(func() {
 			if err := r.Start(ctx); err != nil {
 				errs[i] = err
+				cancel(err)
+			}
+		})
+	}
+	if m.elector != nil {
+		wg.Go(func() {
+			if err := m.campaign(ctx); err != nil {
+				errs[len(runs)] = err
 				cancel(err)
 			}
 		})
@@ -321,6 +358,78 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 	wg.Wait()
 	m.log.Info("Stopped")
 	return errors.Join(errs...)
+}
+
+// campaign runs the leader-only controllers while this replica leads, until
+// ctx ends (nil) or the lease is lost (an error, unless the elector's
+// Recampaign option asks to campaign again).
+func (m *Manager) campaign(ctx context.Context) error {
+	for {
+		err := m.elector.Run(ctx, m.lead)
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		if !m.elector.Options().Recampaign {
+			return fmt.Errorf("manager: %w", err)
+		}
+		m.log.Info("Lost leadership; campaigning again with warm caches", "identity", m.elector.Identity())
+	}
+}
+
+// lead runs the leader-only controllers until leadCtx ends: gracefully on
+// shutdown, at once (reconcile.ErrAborted) when the lease was lost. Every
+// object of their watches is enqueued first, at low priority, so nothing
+// that changed while another replica led, or while this one stood by, is
+// missed.
+func (m *Manager) lead(leadCtx context.Context) {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(leadCtx))
+	defer cancel(nil)
+	stop := context.AfterFunc(leadCtx, func() {
+		cause := context.Cause(leadCtx)
+		if errors.Is(cause, leader.ErrLeaseLost) {
+			cause = fmt.Errorf("%w: %w", reconcile.ErrAborted, cause)
+		}
+		cancel(cause)
+	})
+	defer stop()
+
+	m.mu.Lock()
+	ctrls := maps.Clone(m.leaderOnly)
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for c, replays := range ctrls {
+		for _, r := range replays {
+			for _, obj := range r.source.Informer().GetStore().List() {
+				r.handler.OnAdd(obj, true)
+			}
+		}
+		wg.Go(func() {
+			if err := c.Start(ctx); err != nil {
+				m.log.Error(err, "Leader-only controller stopped with an error", "controller", c.Name())
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// abortTimeout bounds how long lease loss waits for in-flight reconciles:
+// at most the window between the old leader giving up (RenewDeadline) and
+// a standby taking over (LeaseDuration).
+func (m *Manager) abortTimeout() time.Duration {
+	if m.elector == nil {
+		return 0
+	}
+	o := m.elector.Options()
+	return min(reconcile.DefaultAbortTimeout, o.LeaseDuration-o.RenewDeadline)
+}
+
+// Elector is the manager's leader elector, or nil without leader election.
+func (m *Manager) Elector() *leader.Elector { return m.elector }
+
+// replay re-delivers a watch's cached objects to its handler.
+type replay struct {
+	source  informer.Source
+	handler cache.ResourceEventHandler
 }
 
 // Ready reports whether the caches have synced and Run has not begun to

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
+	"github.com/ctrlkit/ctrlkit/pkg/leader"
 	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
 	"github.com/ctrlkit/ctrlkit/pkg/workqueue"
 )
@@ -49,6 +50,10 @@ type Options struct {
 	// ShutdownTimeout is how long in-flight reconciles may run after Run's
 	// ctx is cancelled. 0 means reconcile.DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// LeaderElection, when set, makes controllers leader-only: every
+	// replica syncs its caches (a warm standby), but only the replica that
+	// holds the Lease runs their workers. Nil disables leader election.
+	LeaderElection *leader.Options
 }
 
 // ControllerOptions configures one controller added with AddController.
@@ -59,6 +64,9 @@ type ControllerOptions struct {
 	Timeout time.Duration
 	// RateLimiter paces retries. Nil means workqueue.DefaultRateLimiter.
 	RateLimiter workqueue.RateLimiter[reconcile.Request]
+	// EveryReplica runs the controller on every replica, leader or not.
+	// Without Options.LeaderElection every controller does.
+	EveryReplica bool
 }
 
 // validate checks opts and fills in defaults.

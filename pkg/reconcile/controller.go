@@ -196,17 +196,19 @@ func (c *Controller) EnqueuePriority(req Request, p workqueue.Priority) {
 // running, or if reconciles were still running when it gave up.
 //
 // Start may be called again after it returned: a controller that owns its
-// queue gets a fresh one (keys enqueued while it was stopped are lost, so
-// the caller re-enqueues what it needs).
+// queue gets a fresh one when it stops, which collects keys until the next
+// Start. Keys enqueued while it was stopping are lost, so a caller that
+// restarts it re-enqueues what it needs.
 func (c *Controller) Start(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return fmt.Errorf("reconcile: controller %q is already running", c.name)
 	}
 	defer c.running.Store(false)
-	q, err := c.queueForRun()
-	if err != nil {
-		return err
+	q := c.Queue()
+	if q.ShuttingDown() {
+		return fmt.Errorf("reconcile: controller %q cannot restart: its Options.Queue is shut down", c.name)
 	}
+	defer c.renewQueue()
 	// In-flight reconciles outlive ctx by up to the shutdown timeout.
 	workCtx, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelWork(nil)
@@ -248,22 +250,20 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 }
 
-// queueForRun returns the queue for a run, replacing a shut-down one.
-func (c *Controller) queueForRun() (workqueue.Interface[Request], error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.queue.ShuttingDown() {
-		return c.queue, nil
-	}
+// renewQueue gives a stopped controller that owns its queue a fresh one,
+// so keys enqueued while it is stopped wait for the next Start.
+func (c *Controller) renewQueue() {
 	if c.newQueue == nil {
-		return nil, fmt.Errorf("reconcile: controller %q cannot restart: its Options.Queue is shut down", c.name)
+		return
 	}
 	q, err := c.newQueue()
-	if err != nil {
-		return nil, fmt.Errorf("reconcile: controller %q: %w", c.name, err)
+	if err != nil { // New only fails on options already validated
+		c.log.Error(err, "Cannot renew the queue; the controller cannot restart")
+		return
 	}
+	c.mu.Lock()
 	c.queue = q
-	return q, nil
+	c.mu.Unlock()
 }
 
 // processNext handles one key; it returns false once the queue shuts down.

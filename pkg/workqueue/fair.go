@@ -49,8 +49,9 @@ const DefaultStarvationBound = 5 * time.Second
 // changes never starves the backlog.
 //
 // Goroutines: one that moves delayed keys into the queue when their time
-// comes, and, with metrics, one that updates the unfinished-work gauges
-// every 500ms. Both end in ShutDown.
+// comes, started by the first delay, and, with metrics, one that updates the
+// unfinished-work gauges every 500ms, started by the first Get. Both end in
+// ShutDown; a queue that never delays or hands out a key has none.
 type Queue[T comparable] struct {
 	rl       RateLimiter[T]
 	groupOf  func(T) string
@@ -71,9 +72,11 @@ type Queue[T comparable] struct {
 	free     []*node[T]
 	freeG    []*group[T]
 
-	wake chan struct{} // a new earliest delayed key; capacity 1
-	stop chan struct{}
-	wg   sync.WaitGroup
+	wake     chan struct{} // a new earliest delayed key; capacity 1
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	delayOn  bool // delayLoop started (on the first delay)
+	metricGo bool // unfinishedWorkLoop started (on the first Get)
 }
 
 // node is the state of one key that is waiting, in processing, or delayed.
@@ -143,9 +146,7 @@ func New[T comparable](opts Options[T]) (*Queue[T], error) {
 	if opts.Metrics != nil {
 		q.m = opts.Metrics.forQueue(opts.Name, q.depthByPriority)
 		q.metricOn = true
-		q.wg.Go(q.unfinishedWorkLoop)
 	}
-	q.wg.Go(q.delayLoop)
 	return q, nil
 }
 
@@ -222,6 +223,10 @@ func (q *Queue[T]) AddAfter(item T, d time.Duration) {
 	if n.queued && !n.processing {
 		return // already waiting: that is sooner
 	}
+	if !q.delayOn {
+		q.delayOn = true
+		q.wg.Go(q.delayLoop)
+	}
 	if n.heapIdx >= 0 {
 		if !at.Before(n.readyAt) {
 			return
@@ -272,6 +277,10 @@ func (q *Queue[T]) Get() (item T, shutdown bool) {
 	n.processing = true
 	q.working++
 	if q.metricOn {
+		if !q.metricGo && !q.shutdown {
+			q.metricGo = true
+			q.wg.Go(q.unfinishedWorkLoop)
+		}
 		now := q.clock.Now()
 		q.m.latency.Observe(now.Sub(n.since).Seconds())
 		n.started = now

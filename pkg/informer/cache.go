@@ -166,9 +166,9 @@ func (c *Cache) Informers() []Source {
 }
 
 // WaitForSync blocks until every declared informer has synced, logging
-// every progressEvery how many objects each unsynced informer holds so far.
-// If ctx ends first it returns an error naming each informer that did not
-// sync.
+// every progressEvery (when positive) how many objects each unsynced
+// informer holds so far. If ctx ends first it returns an error naming each
+// informer that did not sync.
 func (c *Cache) WaitForSync(ctx context.Context, log logr.Logger, progressEvery time.Duration) error {
 	srcs := c.Informers()
 	pending := func() []Source {
@@ -182,8 +182,14 @@ func (c *Cache) WaitForSync(ctx context.Context, log logr.Logger, progressEvery 
 	}
 	poll := time.NewTicker(50 * time.Millisecond)
 	defer poll.Stop()
-	progress := time.NewTicker(progressEvery)
-	defer progress.Stop()
+	// A nil channel never fires: progressEvery <= 0 disables the progress
+	// logs (time.NewTicker would panic on it).
+	var progressC <-chan time.Time
+	if progressEvery > 0 {
+		progress := time.NewTicker(progressEvery)
+		defer progress.Stop()
+		progressC = progress.C
+	}
 	for {
 		left := pending()
 		if len(left) == 0 {
@@ -197,7 +203,7 @@ func (c *Cache) WaitForSync(ctx context.Context, log logr.Logger, progressEvery 
 			}
 			return fmt.Errorf("informer: caches did not sync: %s: %w (check RBAC list/watch permissions and that the API server is reachable)",
 				strings.Join(names, ", "), context.Cause(ctx))
-		case <-progress.C:
+		case <-progressC:
 			for _, s := range left {
 				log.Info("Waiting for cache to sync", "informer", s.Name(), "objects", s.Len())
 			}

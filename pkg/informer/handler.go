@@ -1,6 +1,8 @@
 package informer
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -112,8 +114,11 @@ func (h Handler) ResourceEventHandler(enqueue Enqueue) cache.ResourceEventHandle
 		}
 		keys := mapf(ev.Object)
 		if ev.Old != nil {
+			// Clone first: appending to the slice mapf returned could
+			// write into an array the MapFunc still owns.
+			keys = slices.Clone(keys)
 			for _, k := range mapf(ev.Old) {
-				if !containsKey(keys, k) {
+				if !slices.Contains(keys, k) {
 					keys = append(keys, k)
 				}
 			}
@@ -151,13 +156,4 @@ func metaOf(obj any) metav1.Object {
 		return nil
 	}
 	return o
-}
-
-func containsKey(keys []types.NamespacedName, k types.NamespacedName) bool {
-	for _, x := range keys {
-		if x == k {
-			return true
-		}
-	}
-	return false
 }

@@ -38,9 +38,10 @@ func (i *Informer[T]) GroupVersionResource() schema.GroupVersionResource { retur
 // if the server does not serve the type. After Start it only returns
 // informers declared before, and otherwise fails with ErrNotDeclared.
 func For[T runtime.Object](c *Cache) (*Informer[T], error) {
-	var zero T
-	rt := reflect.TypeOf(zero)
-	if rt == nil || rt.Kind() != reflect.Pointer || rt.Elem().Kind() != reflect.Struct {
+	// TypeFor, not TypeOf(zero): for an interface T the zero value is nil
+	// and the error would name <nil> instead of T.
+	rt := reflect.TypeFor[T]()
+	if rt.Kind() != reflect.Pointer || rt.Elem().Kind() != reflect.Struct {
 		return nil, fmt.Errorf("informer: For[%v]: T must be a pointer to an API struct, e.g. For[*corev1.ConfigMap]", rt)
 	}
 	gvks, _, err := c.scheme.ObjectKinds(reflect.New(rt.Elem()).Interface().(runtime.Object))

@@ -1,0 +1,127 @@
+package informer_test
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/ctrlkit/ctrlkit/pkg/informer"
+)
+
+var managedFields = []metav1.ManagedFieldsEntry{{
+	Manager:    "kubectl",
+	Operation:  metav1.ManagedFieldsOperationApply,
+	APIVersion: "v1",
+	FieldsType: "FieldsV1",
+	FieldsV1:   &metav1.FieldsV1{Raw: []byte(`{"f:data":{"f:key":{}}}`)},
+}}
+
+func withManagedFields(cm *corev1.ConfigMap) *corev1.ConfigMap {
+	cm.ManagedFields = managedFields
+	return cm
+}
+
+func TestStripManagedFields(t *testing.T) {
+	tombstone := cache.DeletedFinalStateUnknown{Key: "default/a", Obj: withManagedFields(configMap("default", "a", nil))}
+	tests := []struct {
+		name string
+		in   any
+		want any
+	}{
+		{
+			name: "typed object loses its managedFields",
+			in:   withManagedFields(configMap("default", "a", map[string]string{"k": "v"})),
+			want: configMap("default", "a", map[string]string{"k": "v"}),
+		},
+		{
+			name: "object without managedFields is unchanged",
+			in:   configMap("default", "a", nil),
+			want: configMap("default", "a", nil),
+		},
+		{
+			name: "object without metadata is returned as is",
+			in:   "not an object",
+			want: "not an object",
+		},
+		{
+			name: "tombstones are returned as is",
+			in:   tombstone,
+			want: tombstone,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := informer.StripManagedFields(tt.in)
+			if err != nil {
+				t.Fatalf("StripManagedFields: %v", err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("StripManagedFields = %#v, want %#v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCachedManagedFields runs a real informer over a fake clientset whose
+// tracker holds objects with managedFields, typed and custom.
+func TestCachedManagedFields(t *testing.T) {
+	tests := []struct {
+		name string
+		keep bool
+		want []metav1.ManagedFieldsEntry
+	}{
+		{name: "stripped by default", keep: false, want: nil},
+		{name: "kept with KeepManagedFields", keep: true, want: managedFields},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kube := fake.NewClientset(withManagedFields(configMap("default", "a", nil)))
+			w := unstructuredWidget("default", "w", 3)
+			w.SetManagedFields(managedFields)
+			c, err := informer.New(informer.Clients{Kube: kube, Dynamic: newDynamic(w), Mapper: newMapper(widgetGVK)},
+				informer.Options{KeepManagedFields: tt.keep, Scheme: builtinAndWidgetScheme(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cms, err := informer.For[*corev1.ConfigMap](c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			widgets, err := informer.For[*Widget](c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start(t, c)
+
+			cm, err := cms.Lister().Get("default", "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(cm.ManagedFields, tt.want) {
+				t.Errorf("cached ConfigMap managedFields = %v, want %v", cm.ManagedFields, tt.want)
+			}
+			got, err := widgets.Lister().Get("default", "w")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got.ManagedFields, tt.want) {
+				t.Errorf("cached Widget managedFields = %v, want %v", got.ManagedFields, tt.want)
+			}
+		})
+	}
+}
+
+// builtinAndWidgetScheme knows client-go's built-in types and Widget.
+func builtinAndWidgetScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := widgetScheme()
+	if err := corev1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

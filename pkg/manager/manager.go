@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -87,8 +88,8 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if cfg.QPS == 0 && cfg.Burst == 0 {
 		cfg.QPS, cfg.Burst = 20, 30
 	}
-	if opts.Name != "" && cfg.UserAgent == "" {
-		cfg.UserAgent = opts.Name
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = cmp.Or(opts.Name, DefaultName)
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -257,9 +258,10 @@ func (m *Manager) Add(r Runnable) error {
 }
 
 // EventRecorder returns a recorder that writes core/v1 Events as
-// component. The first call starts the manager's event broadcaster, which
-// Run shuts down when it returns.
+// component (Options.Name when empty). The first call starts the manager's
+// event broadcaster, which Run shuts down when it returns.
 func (m *Manager) EventRecorder(component string) record.EventRecorder {
+	component = cmp.Or(component, m.opts.Name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.broadcaster == nil {
@@ -338,7 +340,9 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 	errs := make([]error, len(runs)+1)
 	for i, r := range runs {
 		wg.Go(func() {
-			if err := r.Start(ctx); err != nil {
+			err := r.Start(ctx)
+			if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {
+				// A Runnable that returns ctx.Err() on shutdown stopped cleanly.
 				errs[i] = err
 				cancel(err)
 			}

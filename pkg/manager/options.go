@@ -25,8 +25,9 @@ const (
 // Options configures a Manager. The zero value is valid: every namespace,
 // no HTTP endpoints, a private Prometheus registry, logs discarded.
 type Options struct {
-	// Name identifies the operator: the user agent, and the source of the
-	// events it records. Empty means DefaultName.
+	// Name identifies the operator: the user agent of its clients (unless
+	// the rest config sets one) and the default source of the events it
+	// records. Empty means DefaultName.
 	Name string
 	// Informers are the options shared by every informer.
 	Informers informer.Options

@@ -218,10 +218,15 @@ func (m *Manager) AddController(name string, r reconcile.Reconciler, opts Contro
 			ctrl.EnqueuePriority(reconcile.Request{NamespacedName: key}, priorityOf(ev))
 		}
 		reh := h.ResourceEventHandler(enqueue)
-		if _, err := w.Source.Informer().AddEventHandler(reh); err != nil {
+		reg, err := w.Source.Informer().AddEventHandler(reh)
+		if err != nil {
+			for _, r := range replays { // leave nothing behind
+				_ = r.source.Informer().RemoveEventHandler(r.registration)
+			}
+			ctrl.Queue().ShutDown()
 			return nil, fmt.Errorf("manager: controller %q: watching %s: %w", name, w.Source.Name(), err)
 		}
-		replays = append(replays, replay{source: w.Source, handler: reh})
+		replays = append(replays, replay{source: w.Source, handler: reh, registration: reg})
 	}
 	m.controllers = append(m.controllers, ctrl)
 	if m.elector != nil && !opts.EveryReplica {
@@ -432,8 +437,9 @@ func (m *Manager) Elector() *leader.Elector { return m.elector }
 
 // replay re-delivers a watch's cached objects to its handler.
 type replay struct {
-	source  informer.Source
-	handler cache.ResourceEventHandler
+	source       informer.Source
+	handler      cache.ResourceEventHandler
+	registration cache.ResourceEventHandlerRegistration
 }
 
 // Ready reports whether the caches have synced and Run has not begun to

@@ -198,17 +198,27 @@ func (c *Controller) EnqueuePriority(req Request, p workqueue.Priority) {
 // Start may be called again after it returned: a controller that owns its
 // queue gets a fresh one when it stops, which collects keys until the next
 // Start. Keys enqueued while it was stopping are lost, so a caller that
-// restarts it re-enqueues what it needs.
+// restarts it re-enqueues what it needs. If Start gave up on reconciles
+// that ignored their cancelled ctx, the controller counts as running until
+// they return, so that no key is ever reconciled twice at once.
 func (c *Controller) Start(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return fmt.Errorf("reconcile: controller %q is already running", c.name)
 	}
-	defer c.running.Store(false)
 	q := c.Queue()
 	if q.ShuttingDown() {
+		c.running.Store(false)
 		return fmt.Errorf("reconcile: controller %q cannot restart: its Options.Queue is shut down", c.name)
 	}
-	defer c.renewQueue()
+	var stuck <-chan struct{} // set if Start gives up on its workers: closed when they end
+	defer func() {
+		c.renewQueue()
+		if stuck == nil {
+			c.running.Store(false)
+			return
+		}
+		go func() { <-stuck; c.running.Store(false) }()
+	}()
 	// In-flight reconciles outlive ctx by up to the shutdown timeout.
 	workCtx, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelWork(nil)
@@ -246,27 +256,35 @@ func (c *Controller) Start(ctx context.Context) error {
 		return nil
 	case <-timer.C:
 		cancelWork(fmt.Errorf("reconcile: shutdown timeout of %v exceeded", wait))
+		stuck = stopped
 		return fmt.Errorf("reconcile: controller %q: reconciles still running %v after stopping began; their ctx is now cancelled: make Reconcile return when ctx is done", c.name, wait)
 	}
 }
 
 // renewQueue gives a stopped controller that owns its queue a fresh one,
-// so keys enqueued while it is stopped wait for the next Start.
+// so keys enqueued while it is stopped wait for the next Start. The event
+// times of keys left in the old queue are dropped: if those keys are
+// enqueued again, their latency counts from then.
 func (c *Controller) renewQueue() {
-	if c.newQueue == nil {
-		return
-	}
-	q, err := c.newQueue()
-	if err != nil { // New only fails on options already validated
-		c.log.Error(err, "Cannot renew the queue; the controller cannot restart")
-		return
+	var q workqueue.Interface[Request]
+	if c.newQueue != nil {
+		var err error
+		if q, err = c.newQueue(); err != nil { // New only fails on options already validated
+			c.log.Error(err, "Cannot renew the queue; the controller cannot restart")
+			q = nil // not the typed nil newQueue returned
+		}
 	}
 	c.mu.Lock()
-	c.queue = q
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	clear(c.eventTimes)
+	if q != nil {
+		c.queue = q
+	}
 }
 
 // processNext handles one key; it returns false once the queue shuts down.
+// Once stopping, it takes the keys still waiting without reconciling them,
+// so the old queue empties: its depth series is the next run's too.
 func (c *Controller) processNext(ctx context.Context, q workqueue.Interface[Request], stopping *atomic.Bool) bool {
 	req, shutdown := q.Get()
 	if shutdown {
@@ -274,7 +292,7 @@ func (c *Controller) processNext(ctx context.Context, q workqueue.Interface[Requ
 	}
 	defer q.Done(req)
 	if stopping.Load() {
-		return false
+		return true
 	}
 	c.metrics.activeWorkers.Inc()
 	defer c.metrics.activeWorkers.Dec()

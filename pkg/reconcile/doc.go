@@ -17,5 +17,6 @@
 // Goroutines: Controller.Start runs Options.Workers workers and returns once
 // they have stopped; nothing runs before Start or after it returns, unless a
 // Reconcile ignored cancellation past the shutdown timeout (Start then
-// returns an error saying so).
+// returns an error saying so, and the controller cannot be started again
+// until that Reconcile returns).
 package reconcile

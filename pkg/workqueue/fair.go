@@ -68,7 +68,6 @@ type Queue[T comparable] struct {
 	working  int // keys handed out and not Done
 	delayed  delayHeap[T]
 	shutdown bool
-	drain    bool
 	free     []*node[T]
 	freeG    []*group[T]
 
@@ -309,7 +308,7 @@ func (q *Queue[T]) Done(item T) {
 	case n.heapIdx < 0:
 		q.release(n)
 	}
-	if q.working == 0 && q.drain {
+	if q.working == 0 && q.shutdown { // wake ShutDownWithDrain
 		q.cond.Broadcast()
 	}
 }
@@ -347,7 +346,6 @@ func (q *Queue[T]) shutDown(drain bool) {
 			}
 		}
 	}
-	q.drain = drain
 	q.cond.Broadcast()
 	for drain && q.working > 0 {
 		q.cond.Wait()

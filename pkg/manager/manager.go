@@ -74,6 +74,7 @@ type Manager struct {
 	checks      map[string]func() error
 	addr        net.Addr
 	broadcaster record.EventBroadcaster
+	stopped     bool // Run has returned; events are dropped
 }
 
 // New validates opts and builds the clients, the cache and the metrics of a
@@ -264,11 +265,17 @@ func (m *Manager) Add(r Runnable) error {
 
 // EventRecorder returns a recorder that writes core/v1 Events as
 // component (Options.Name when empty). The first call starts the manager's
-// event broadcaster, which Run shuts down when it returns.
+// event broadcaster, which Run shuts down when it returns; after that the
+// recorder drops events. Call it only on a manager you Run, or its
+// broadcaster goroutines outlive it.
 func (m *Manager) EventRecorder(component string) record.EventRecorder {
 	component = cmp.Or(component, m.opts.Name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.stopped {
+		// Run has returned: nothing would stop a new broadcaster.
+		return &record.FakeRecorder{}
+	}
 	if m.broadcaster == nil {
 		m.broadcaster = record.NewBroadcaster()
 		m.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: m.kube.CoreV1().Events("")})
@@ -346,7 +353,7 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 	for i, r := range runs {
 		wg.Go(func() {
 			err := r.Start(ctx)
-			if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {
+			if err != nil && !(ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))) {
 				// A Runnable that returns ctx.Err() on shutdown stopped cleanly.
 				errs[i] = err
 				cancel(err)
@@ -458,6 +465,7 @@ func (m *Manager) shutDownQueues() {
 func (m *Manager) stopBroadcaster() {
 	m.mu.Lock()
 	b := m.broadcaster
+	m.stopped = true
 	m.mu.Unlock()
 	if b != nil {
 		b.Shutdown()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -95,7 +96,7 @@ func New(name string, r Reconciler, opts Options) (*Controller, error) {
 	switch {
 	case name == "":
 		return nil, errors.New("reconcile: controller name is empty: give every controller a unique name, it labels logs and metrics")
-	case r == nil:
+	case isNil(r):
 		return nil, fmt.Errorf("reconcile: controller %q: Reconciler is nil: pass a value implementing Reconcile, or wrap a function in reconcile.Func", name)
 	case opts.Workers < 0:
 		return nil, fmt.Errorf("reconcile: controller %q: Options.Workers is %d: use 0 for the default of 1, or a positive count", name, opts.Workers)
@@ -365,4 +366,17 @@ type reconcileIDKey struct{}
 func IDFromContext(ctx context.Context) types.UID {
 	id, _ := ctx.Value(reconcileIDKey{}).(types.UID)
 	return id
+}
+
+// isNil reports whether r is nil or a nil func, pointer or map behind the
+// interface (reconcile.Func(nil), say), which would panic on every call.
+func isNil(r Reconciler) bool {
+	if r == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(r); v.Kind() {
+	case reflect.Func, reflect.Pointer, reflect.Map, reflect.Chan, reflect.Slice, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }

@@ -12,7 +12,10 @@
 // Whoever calls Get must call Done for the key, and calls Forget when the key
 // no longer needs backoff (after a success or a terminal failure).
 //
-// Interface is what the reconcile workers drain. New returns the first
-// implementation, which delegates to client-go's typed rate-limiting queue and
-// reports client-go's metric names through Metrics.
+// Interface is what the reconcile workers drain. New returns ctrlkit's
+// Queue: client-go's semantics plus priorities (PriorityInterface),
+// round-robin fairness across groups of keys, a starvation bound, and
+// delays in one structure. NewClientGo wraps client-go's typed
+// rate-limiting queue behind the same Interface. Both report client-go's
+// metric names through Metrics.
 package workqueue

@@ -74,7 +74,9 @@ type Queue[T comparable] struct {
 	wake     chan struct{} // a new earliest delayed key; capacity 1
 	stop     chan struct{}
 	wg       sync.WaitGroup
-	delayOn  bool // delayLoop started (on the first delay)
+	epoch    time.Time // timestamps are monotonic offsets from it: cheaper than time.Now
+	procHead *node[T]  // keys in processing, for the unfinished-work gauges
+	delayOn  bool      // delayLoop started (on the first delay)
 	metricGo bool // unfinishedWorkLoop started (on the first Get)
 }
 
@@ -89,8 +91,10 @@ type node[T comparable] struct {
 	prev, next *node[T]  // FIFO within the group
 	agePrev    *node[T]  // PriorityLow age list
 	ageNext    *node[T]
-	since      time.Time // when it entered its level (low keys, or metrics)
-	started    time.Time // when Get handed it out (metrics)
+	since      time.Duration // when it entered its level, since q.epoch (low keys, or metrics)
+	started    time.Duration // when Get handed it out, since q.epoch (metrics)
+	procPrev   *node[T]      // list of keys in processing (metrics)
+	procNext   *node[T]
 	readyAt    time.Time // while delayed
 	heapIdx    int       // index in delayed, -1 when not delayed
 	delayPrio  Priority  // priority to enter with when the delay ends
@@ -139,6 +143,7 @@ func New[T comparable](opts Options[T]) (*Queue[T], error) {
 	if q.clock == nil {
 		q.clock = clock.RealClock{}
 	}
+	q.epoch = q.clock.Now()
 	for i := range q.levels {
 		q.levels[i].groups = make(map[string]*group[T])
 	}
@@ -280,9 +285,14 @@ func (q *Queue[T]) Get() (item T, shutdown bool) {
 			q.metricGo = true
 			q.wg.Go(q.unfinishedWorkLoop)
 		}
-		now := q.clock.Now()
-		q.m.latency.Observe(now.Sub(n.since).Seconds())
+		now := q.now()
+		q.m.latency.Observe((now - n.since).Seconds())
 		n.started = now
+		n.procNext = q.procHead
+		if q.procHead != nil {
+			q.procHead.procPrev = n
+		}
+		q.procHead = n
 	}
 	return n.item, false
 }
@@ -299,7 +309,16 @@ func (q *Queue[T]) Done(item T) {
 	n.processing = false
 	q.working--
 	if q.metricOn {
-		q.m.workDuration.Observe(q.clock.Since(n.started).Seconds())
+		q.m.workDuration.Observe((q.now() - n.started).Seconds())
+		if n.procPrev != nil {
+			n.procPrev.procNext = n.procNext
+		} else {
+			q.procHead = n.procNext
+		}
+		if n.procNext != nil {
+			n.procNext.procPrev = n.procPrev
+		}
+		n.procPrev, n.procNext = nil, nil
 	}
 	switch {
 	case n.queued: // as client-go, even after ShutDown: Get still hands it out
@@ -425,7 +444,7 @@ func (q *Queue[T]) release(n *node[T]) {
 func (q *Queue[T]) push(n *node[T]) {
 	lv := &q.levels[n.prio.level()]
 	if n.prio == PriorityLow || q.metricOn {
-		n.since = q.clock.Now()
+		n.since = q.now()
 	}
 	var key string
 	if q.groupOf != nil {
@@ -545,8 +564,8 @@ func (q *Queue[T]) promoteStarved() {
 	if lv.ageHead == nil {
 		return
 	}
-	now := q.clock.Now()
-	for lv.ageHead != nil && now.Sub(lv.ageHead.since) >= q.bound {
+	now := q.now()
+	for lv.ageHead != nil && now-lv.ageHead.since >= q.bound {
 		n := lv.ageHead
 		since := n.since
 		q.unlink(n)
@@ -567,6 +586,9 @@ func (q *Queue[T]) newGroup(key string) *group[T] {
 	g.key = key
 	return g
 }
+
+// now is the time since q.epoch, from the monotonic clock.
+func (q *Queue[T]) now() time.Duration { return q.clock.Since(q.epoch) }
 
 // depthByPriority reports the waiting keys per priority, for metrics.
 func (q *Queue[T]) depthByPriority() [numLevels]int {
@@ -591,14 +613,12 @@ func (q *Queue[T]) unfinishedWorkLoop() {
 		case <-t.C():
 		}
 		q.mu.Lock()
-		now := q.clock.Now()
+		now := q.now()
 		var total, oldest float64
-		for _, n := range q.nodes {
-			if n.processing {
-				age := now.Sub(n.started).Seconds()
-				total += age
-				oldest = max(oldest, age)
-			}
+		for n := q.procHead; n != nil; n = n.procNext { // at most one per worker
+			age := (now - n.started).Seconds()
+			total += age
+			oldest = max(oldest, age)
 		}
 		q.mu.Unlock()
 		q.m.unfinished.Set(total)

@@ -165,26 +165,3 @@ func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
-
-// noMetrics discards everything; it stands in for client-go's global
-// provider, which ctrlkit never uses.
-type noMetrics struct{}
-
-type noopMetric struct{}
-
-func (noopMetric) Inc()            {}
-func (noopMetric) Dec()            {}
-func (noopMetric) Set(float64)     {}
-func (noopMetric) Observe(float64) {}
-
-func (noMetrics) NewDepthMetric(string) workqueue.GaugeMetric            { return noopMetric{} }
-func (noMetrics) NewAddsMetric(string) workqueue.CounterMetric           { return noopMetric{} }
-func (noMetrics) NewLatencyMetric(string) workqueue.HistogramMetric      { return noopMetric{} }
-func (noMetrics) NewWorkDurationMetric(string) workqueue.HistogramMetric { return noopMetric{} }
-func (noMetrics) NewRetriesMetric(string) workqueue.CounterMetric        { return noopMetric{} }
-func (noMetrics) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noopMetric{}
-}
-func (noMetrics) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noopMetric{}
-}

@@ -97,9 +97,10 @@ func NewClientGo[T comparable](opts Options[T]) (*ClientGoQueue[T], error) {
 	if opts.Metrics != nil {
 		cfg.MetricsProvider = opts.Metrics
 	} else {
-		// client-go falls back to its global provider when the provider
-		// is nil; ctrlkit has no globals, so disable metrics explicitly.
-		cfg.MetricsProvider = noMetrics{}
+		// client-go uses its global provider when the provider is nil,
+		// and with a name it still times every item for a no-op provider;
+		// only an unnamed queue skips metrics work entirely.
+		cfg.Name = ""
 	}
 	return &ClientGoQueue[T]{TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig(rl, cfg)}, nil
 }

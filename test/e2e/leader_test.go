@@ -317,13 +317,14 @@ func TestLeaseLossWithStuckReconcile(t *testing.T) {
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
-		for !r.run.returned() {
+		tick := time.NewTicker(time.Millisecond) // sampling rate of the flag
+		defer tick.Stop()
+		for ; !r.run.returned(); <-tick.C {
 			if !r.mgr.Elector().IsLeader() {
 				now := time.Now()
 				lostAt.Store(&now)
 				return
 			}
-			time.Sleep(time.Millisecond) // sampling the leader flag
 		}
 	}()
 	cutAt := time.Now()

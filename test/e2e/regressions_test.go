@@ -1,11 +1,6 @@
-//go:build knownbugs
-
-// Reproducers of library bugs found by the e2e suite, kept out of the
-// default build so that the suite stays green while they are open:
-//
-//	KUBEBUILDER_ASSETS=$PWD/bin/k8s go test -race -count=1 -tags knownbugs -run TestKnownBug ./test/e2e/
-//
-// Each fails until its bug is fixed; then move it into the suite proper.
+// Regression tests for library bugs the e2e suite found: a nil
+// reconcile.Func, an EventRecorder used after Run, and a Runnable that
+// returns ctx.Err() when Run's ctx reaches its deadline.
 
 package e2e
 
@@ -22,11 +17,11 @@ import (
 	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
 )
 
-// TestKnownBugNilFuncReconciler: AddController (via reconcile.New) rejects
+// TestRegressionNilFuncReconciler: AddController (via reconcile.New) rejects
 // a nil Reconciler interface but accepts reconcile.Func(nil), a nil
 // Reconciler in all but type; every Reconcile then panics (recovered) and
 // the key is retried forever.
-func TestKnownBugNilFuncReconciler(t *testing.T) {
+func TestRegressionNilFuncReconciler(t *testing.T) {
 	ns := newNamespace(t)
 	mgr := newManager(t, cfg, ns, manager.Options{})
 	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache())
@@ -38,11 +33,11 @@ func TestKnownBugNilFuncReconciler(t *testing.T) {
 	wantErr(t, err, "Reconciler is nil")
 }
 
-// TestKnownBugEventRecorderAfterRun: EventRecorder starts the event
+// TestRegressionEventRecorderAfterRun: EventRecorder starts the event
 // broadcaster on first use and Run shuts it down when it returns; a first
 // call after Run has returned (or on a manager that never runs) starts a
 // broadcaster that nothing stops: two goroutines leak.
-func TestKnownBugEventRecorderAfterRun(t *testing.T) {
+func TestRegressionEventRecorderAfterRun(t *testing.T) {
 	ns := newNamespace(t)
 	baseline := goleak.IgnoreCurrent()
 	mgr := newManager(t, cfg, ns, manager.Options{})
@@ -56,11 +51,11 @@ func TestKnownBugEventRecorderAfterRun(t *testing.T) {
 	goleak.VerifyNone(t, baseline)
 }
 
-// TestKnownBugRunnableCtxErrOnDeadline: a Runnable that returns ctx.Err()
+// TestRegressionRunnableCtxErrOnDeadline: a Runnable that returns ctx.Err()
 // on shutdown is a clean stop when Run's ctx is cancelled, but when Run's
 // ctx ends by its deadline, ctx.Err() is context.DeadlineExceeded and Run
 // returns it as a failure (manager.go only excuses context.Canceled).
-func TestKnownBugRunnableCtxErrOnDeadline(t *testing.T) {
+func TestRegressionRunnableCtxErrOnDeadline(t *testing.T) {
 	ns := newNamespace(t)
 	mgr := newManager(t, cfg, ns, manager.Options{})
 	if _, err := informer.For[*corev1.ConfigMap](mgr.Cache()); err != nil {

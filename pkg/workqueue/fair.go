@@ -77,7 +77,7 @@ type Queue[T comparable] struct {
 	epoch    time.Time // timestamps are monotonic offsets from it: cheaper than time.Now
 	procHead *node[T]  // keys in processing, for the unfinished-work gauges
 	delayOn  bool      // delayLoop started (on the first delay)
-	metricGo bool // unfinishedWorkLoop started (on the first Get)
+	metricGo bool      // unfinishedWorkLoop started (on the first Get)
 }
 
 // node is the state of one key that is waiting, in processing, or delayed.

@@ -13,7 +13,7 @@ UNIT_PKGS = $$($(GO) list ./... | grep -v -e /test/e2e -e /examples/)
 
 .PHONY: help
 help: ## Show the targets
-	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: build
 build: ## Build every package and the example operators
@@ -32,25 +32,51 @@ test: unit e2e ## Run every unit test with -race, then the e2e tests under envte
 
 .PHONY: unit
 unit: ## Run the unit tests with -race
-	$(GO) test -race -count=1 $(UNIT_PKGS)
+	$(GO) test -race -count=1 -skip '^TestNewProjectE2E$$' $(UNIT_PKGS)
 
 .PHONY: e2e
 e2e: envtest ## Run the e2e tests against a real kube-apiserver and etcd
 	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) $(GO) test -race -count=1 -timeout 15m ./test/e2e/... ./examples/...
+	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) $(GO) test -count=1 -timeout 30m -run '^TestNewProjectE2E$$' ./cmd/ctrlkit/
 
 .PHONY: lint
 lint: ## go vet and a gofmt check
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+.PHONY: bench
+bench: ## Benchmark ctrlkit's queue side by side with client-go's and controller-runtime's and print the tables (bench/README.md; raw output in bin/bench.txt)
+	@mkdir -p $(BIN)
+	for pass in 1 2 3 4 5; do $(GO) test -run '^$$' -bench '^BenchmarkQueue$$' -benchmem -count=1 -benchtime=200000x ./bench/ || exit 1; done | tee $(BIN)/bench.txt
+	$(GO) test -run '^$$' -bench '^BenchmarkLatency$$' -benchmem -count=1 -benchtime=1x ./bench/ | tee -a $(BIN)/bench.txt
+	@echo
+	@$(GO) run ./bench/cmd/benchtable < $(BIN)/bench.txt
+
 .PHONY: demo
-demo: ## Start a local control plane, run the nsdefaults example operator on it, and show it reconciling (KUBECONFIG=... targets a real cluster, DEMO_KEEP=1 keeps it running)
+demo: ## Start a local control plane, install the Website CRD, run the website example operator on it, and show it reconciling (KUBECONFIG=... targets a real cluster, DEMO_KEEP=1 keeps it running)
 ifeq ($(KUBECONFIG),)
 	@$(MAKE) --no-print-directory envtest
 endif
-	$(GO) build -o $(BIN)/nsdefaults ./examples/nsdefaults
+	$(GO) build -o $(BIN)/website ./examples/website
 	$(GO) build -o $(BIN)/demo ./hack/demo
-	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) OPERATOR=$(BIN)/nsdefaults $(BIN)/demo
+	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) OPERATOR=$(BIN)/website CRDS=$(CURDIR)/examples/website/config/crd $(BIN)/demo
+
+# controller-gen, pinned in the hack/tools module and run from source.
+CONTROLLER_GEN = $(GO) run -modfile=$(CURDIR)/hack/tools/go.mod sigs.k8s.io/controller-tools/cmd/controller-gen
+WEBSITE_API := ./examples/website/api/...
+WEBSITE_CRDS := examples/website/config/crd
+
+.PHONY: generate
+generate: ## Regenerate the website example's deepcopy code and CRD manifest with controller-gen (pinned in hack/tools)
+	$(CONTROLLER_GEN) object paths=$(WEBSITE_API) crd output:crd:dir=$(WEBSITE_CRDS)
+
+.PHONY: verify-generate
+verify-generate: ## Check that the committed generated files are what `make generate` writes
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(CONTROLLER_GEN) object paths=$(WEBSITE_API) output:object:dir=$$tmp/object crd output:crd:dir=$$tmp/crd; \
+	if ! { diff -u examples/website/api/v1alpha1/zz_generated.deepcopy.go $$tmp/object/zz_generated.deepcopy.go && \
+		diff -ru $(WEBSITE_CRDS) $$tmp/crd; }; then echo "generated files are stale: run make generate"; exit 1; fi
+	@echo "generated files are up to date"
 
 .PHONY: clean
 clean: ## Remove bin/ (including the built control plane)

@@ -87,45 +87,48 @@ func TestOperator(t *testing.T) {
 		}
 	}
 
-	mkNS("served", true)
-	mkNS("plain", false)
-	eventually(t, 20*time.Second, "defaults ConfigMap created in served", hasDefaults("served"))
+	// Unique names, so the test can run repeatedly on one control plane.
+	suffix := fmt.Sprintf("-%d", time.Now().UnixNano()%1_000_000)
+	served, plain := "served"+suffix, "plain"+suffix
+	mkNS(served, true)
+	mkNS(plain, false)
+	eventually(t, 20*time.Second, "defaults ConfigMap created in served", hasDefaults(served))
 
 	// Drift: an edit is repaired.
-	cm, err := cms("served")
+	cm, err := cms(served)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cm.Data["log-level"] = "debug"
-	if _, err := kube.CoreV1().ConfigMaps("served").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+	if _, err := kube.CoreV1().ConfigMaps(served).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "edited ConfigMap repaired", hasDefaults("served"))
+	eventually(t, 20*time.Second, "edited ConfigMap repaired", hasDefaults(served))
 
 	// Drift: a deletion is undone.
-	if err := kube.CoreV1().ConfigMaps("served").Delete(ctx, ConfigMapName, metav1.DeleteOptions{}); err != nil {
+	if err := kube.CoreV1().ConfigMaps(served).Delete(ctx, ConfigMapName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "deleted ConfigMap recreated", func() bool {
-		c, err := cms("served")
-		return err == nil && c.UID != cm.UID && hasDefaults("served")()
+		c, err := cms(served)
+		return err == nil && c.UID != cm.UID && hasDefaults(served)()
 	})
 
 	// The unlabelled namespace got nothing, although the controller has
 	// since handled every later event (the recreate above).
-	if _, err := cms("plain"); !apierrors.IsNotFound(err) {
+	if _, err := cms(plain); !apierrors.IsNotFound(err) {
 		t.Fatalf("unlabelled namespace has a defaults ConfigMap (err=%v)", err)
 	}
-	ns := mustNS(t, kube, "plain").DeepCopy()
+	ns := mustNS(t, kube, plain).DeepCopy()
 	ns.Labels = map[string]string{Label: "true"}
 	if _, err := kube.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "ConfigMap created after labelling plain", hasDefaults("plain"))
+	eventually(t, 20*time.Second, "ConfigMap created after labelling plain", hasDefaults(plain))
 
 	// Events were recorded on the namespace.
 	eventually(t, 20*time.Second, "a Created event for served", func() bool {
-		evs, err := kube.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=served,reason=Created"})
+		evs, err := kube.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name="+served+",reason=Created"})
 		return err == nil && len(evs.Items) > 0
 	})
 }

@@ -128,7 +128,7 @@ func TestOperator(t *testing.T) {
 
 	// Events were recorded on the namespace.
 	eventually(t, 20*time.Second, "a Created event for served", func() bool {
-		evs, err := kube.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name="+served+",reason=Created"})
+		evs, err := kube.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + served + ",reason=Created"})
 		return err == nil && len(evs.Items) > 0
 	})
 }

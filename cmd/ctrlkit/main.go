@@ -1,0 +1,49 @@
+// Command ctrlkit is ctrlkit's command-line tool. Its one command, new,
+// writes a complete operator project for one custom resource kind:
+//
+//	ctrlkit new --module example.com/memcached-operator \
+//	    --group cache.example.com --version v1alpha1 --kind Memcached \
+//	    ./memcached-operator
+//
+// The project builds on ctrlkit: API types with deepcopy code, a CRD, a
+// reconciler that keeps a Deployment and reports conditions, its RBAC role,
+// unit tests, an e2e test under envtest, a Makefile (make test, make
+// generate) and a README. Bad input is refused before anything is written.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `ctrlkit is the command-line tool of the ctrlkit operator framework.
+
+Usage:
+  ctrlkit new [flags] DIR   write a new operator project into DIR
+  ctrlkit help              show this help
+
+Run 'ctrlkit new -h' for the flags of new.
+`
+
+// run is main without the exit: it returns the process status (0 success,
+// 1 failure, 2 bad usage or input).
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "new":
+		return runNew(args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "ctrlkit: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}

@@ -1,0 +1,375 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/mod/modfile"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/memcached-operator/*.golden from the templates")
+
+// memcached are the flags of the golden project.
+var memcached = []string{"--module", "example.com/memcached-operator", "--group", "cache.example.com", "--version", "v1alpha1", "--kind", "Memcached"}
+
+// ctrlkitNew runs `ctrlkit new args...` and returns its status, stdout and
+// stderr.
+func ctrlkitNew(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(append([]string{"new"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// flagsWith returns memcached with flag name set to value.
+func flagsWith(name, value string) []string {
+	args := slices.Clone(memcached)
+	i := slices.Index(args, "--"+name)
+	args[i+1] = value
+	return args
+}
+
+// listFiles returns the slash paths of the regular files under dir.
+func listFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var files []string
+	if _, err := os.Stat(dir); os.IsNotExist(err) {
+		return nil
+	}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		files = append(files, filepath.ToSlash(rel))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(files)
+	return files
+}
+
+func TestNewRefusesBadInput(t *testing.T) {
+	notEmpty := t.TempDir()
+	if err := os.WriteFile(filepath.Join(notEmpty, "keep.txt"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	aFile := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(aFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	otherModule := t.TempDir()
+	if err := os.WriteFile(filepath.Join(otherModule, "go.mod"), []byte("module example.com/other\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string // DIR is appended unless dir is set
+		dir  string   // a DIR to use instead of a fresh path; "-" for none
+		want []string // in stderr
+	}{
+		{"no module", flagsWith("module", ""), "", []string{"--module is required"}},
+		{"module without a dot", flagsWith("module", "memcached"), "", []string{`--module "memcached" is not a valid module path`}},
+		{"module upper case", flagsWith("module", "Example.com/op"), "", []string{"is not a valid module path"}},
+		{"module with a space", flagsWith("module", "example.com/my op"), "", []string{"is not a valid module path"}},
+		{"module with ..", flagsWith("module", "example.com/../op"), "", []string{"is not a valid module path"}},
+		{"module trailing slash", flagsWith("module", "example.com/op/"), "", []string{"is not a valid module path"}},
+		{"no group", flagsWith("group", ""), "", []string{"--group is required"}},
+		{"group upper case", flagsWith("group", "Cache.example.com"), "", []string{`--group "Cache.example.com" is not a DNS subdomain`}},
+		{"group with underscore", flagsWith("group", "my_cache.example.com"), "", []string{"is not a DNS subdomain"}},
+		{"group empty label", flagsWith("group", "cache..example.com"), "", []string{"is not a DNS subdomain"}},
+		{"group leading dash", flagsWith("group", "-cache.example.com"), "", []string{"is not a DNS subdomain"}},
+		{"group without a dot", flagsWith("group", "cache"), "", []string{`--group "cache" has no dot`}},
+		{"group reserved", flagsWith("group", "cache.k8s.io"), "", []string{"reserved for Kubernetes APIs"}},
+		{"no version", flagsWith("version", ""), "", []string{"--version is required"}},
+		{"version without v", flagsWith("version", "1"), "", []string{`--version "1" is not a Kubernetes API version`}},
+		{"version zero", flagsWith("version", "v0"), "", []string{"is not a Kubernetes API version"}},
+		{"version leading zero", flagsWith("version", "v01"), "", []string{"is not a Kubernetes API version"}},
+		{"version alpha without number", flagsWith("version", "v1alpha"), "", []string{"is not a Kubernetes API version"}},
+		{"version gamma", flagsWith("version", "v1gamma1"), "", []string{"is not a Kubernetes API version"}},
+		{"version upper case", flagsWith("version", "V1"), "", []string{"is not a Kubernetes API version"}},
+		{"no kind", flagsWith("kind", ""), "", []string{"--kind is required"}},
+		{"kind lower case", flagsWith("kind", "memcached"), "", []string{`--kind "memcached" is not UpperCamelCase`}},
+		{"kind with underscore", flagsWith("kind", "Mem_cached"), "", []string{"is not UpperCamelCase"}},
+		{"kind with dash", flagsWith("kind", "Mem-Cached"), "", []string{"is not UpperCamelCase"}},
+		{"kind starting with a digit", flagsWith("kind", "9Lives"), "", []string{"is not UpperCamelCase"}},
+		{"kind too long", flagsWith("kind", "K"+strings.Repeat("a", 62)), "", []string{"is too long"}},
+		{"kind clashing", flagsWith("kind", "GroupVersion"), "", []string{"would clash with a name the API package declares"}},
+		{"kind clashing through a suffix", flagsWith("kind", "SchemeBuilder"), "", []string{"would clash"}},
+		{"dir not empty", memcached, notEmpty, []string{"is not empty (it holds keep.txt)"}},
+		{"dir is a file", memcached, aFile, []string{"exists and is not a directory"}},
+		{"no dir", memcached, "-", []string{"missing DIR"}},
+		{"two dirs", append(slices.Clone(memcached), "a", "b"), "-", []string{"want one DIR, got 2"}},
+		{"replace without go.mod", append(slices.Clone(memcached), "--ctrlkit-replace", t.TempDir()), "", []string{"no go.mod there"}},
+		{"replace of another module", append(slices.Clone(memcached), "--ctrlkit-replace", otherModule), "", []string{`its go.mod is module "example.com/other"`}},
+		{"unknown flag", append(slices.Clone(memcached), "--kindd", "X"), "", []string{"flag provided but not defined: -kindd"}},
+		{"everything wrong at once", []string{"--module", "x", "--group", "X", "--version", "1", "--kind", "x"}, "", []string{
+			"--module", "--group", "--version", "--kind",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parent := t.TempDir()
+			args := tc.args
+			dir := filepath.Join(parent, "out")
+			switch tc.dir {
+			case "":
+				args = append(slices.Clone(args), dir)
+			case "-":
+			default:
+				dir = tc.dir
+				args = append(slices.Clone(args), dir)
+			}
+			before := listFiles(t, dir)
+			code, stdout, stderr := ctrlkitNew(args...)
+			if code != 2 {
+				t.Errorf("status %d, want 2; stderr:\n%s", code, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr does not say %q:\n%s", w, stderr)
+				}
+			}
+			if stdout != "" {
+				t.Errorf("stdout is not empty:\n%s", stdout)
+			}
+			if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+				t.Errorf("something was written next to DIR: %v", entries)
+			}
+			if after := listFiles(t, dir); !slices.Equal(before, after) {
+				t.Errorf("DIR changed from %v to %v", before, after)
+			}
+		})
+	}
+}
+
+func TestNewWritesGoldenProject(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nested", "memcached-operator") // parents are created
+	code, stdout, stderr := ctrlkitNew(append(slices.Clone(memcached), dir)...)
+	if code != 0 {
+		t.Fatalf("status %d; stderr:\n%s", code, stderr)
+	}
+	// A test binary is built from a working tree: go.mod cannot name a
+	// ctrlkit release, and ctrlkit new says so.
+	if !strings.Contains(stderr, "--ctrlkit-replace") {
+		t.Errorf("stderr does not suggest --ctrlkit-replace:\n%s", stderr)
+	}
+	got := listFiles(t, dir)
+	for _, f := range got {
+		if !strings.Contains(stdout, "  "+f+"\n") {
+			t.Errorf("stdout does not list %s:\n%s", f, stdout)
+		}
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("DIR mode = %v (err=%v), want 0755", fi.Mode(), err)
+	}
+
+	golden := filepath.Join("testdata", "memcached-operator")
+	if *update {
+		if err := os.RemoveAll(golden); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want []string
+	for _, f := range got {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := filepath.Join(golden, filepath.FromSlash(f)+".golden")
+		if *update {
+			if err := os.MkdirAll(filepath.Dir(g), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(g, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		wantData, err := os.ReadFile(g)
+		if err != nil {
+			t.Errorf("%s: no golden file (run go test -update): %v", f, err)
+			continue
+		}
+		if !bytes.Equal(data, wantData) {
+			t.Errorf("%s differs from %s (run go test -update and review the diff)", f, g)
+		}
+	}
+	for _, g := range listFiles(t, golden) {
+		want = append(want, strings.TrimSuffix(g, ".golden"))
+	}
+	if !*update && !slices.Equal(got, want) {
+		t.Errorf("files = %v\nwant %v", got, want)
+	}
+}
+
+func TestNewIntoEmptyDirWithFlagsAfterDir(t *testing.T) {
+	dir := t.TempDir() // exists, empty
+	code, _, stderr := ctrlkitNew(append([]string{dir}, memcached...)...)
+	if code != 0 {
+		t.Fatalf("status %d; stderr:\n%s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "api", "v1alpha1", "memcached_types.go")); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(dir)); len(entries) != 1 {
+		t.Errorf("temporary files left next to DIR: %v", entries)
+	}
+}
+
+func TestNewReplace(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "op")
+	code, _, stderr := ctrlkitNew(append(slices.Clone(memcached), "--ctrlkit-replace", "../..", dir)...)
+	if code != 0 {
+		t.Fatalf("status %d; stderr:\n%s", code, stderr)
+	}
+	if strings.Contains(stderr, "note:") {
+		t.Errorf("a note although --ctrlkit-replace is set:\n%s", stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, err := modfile.Parse("go.mod", data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mf.Replace) != 1 || mf.Replace[0].Old.Path != ctrlkitModule || mf.Replace[0].New.Path != root {
+		t.Errorf("replace = %+v, want %s => %s (absolute)", mf.Replace, ctrlkitModule, root)
+	}
+}
+
+// TestNewVariants generates projects for other inputs and checks what
+// depends on them: paths, names, the plural and the order of the role's
+// rules (controller-gen's).
+func TestNewVariants(t *testing.T) {
+	for _, tc := range []struct {
+		module, group, version, kind string
+		wantFiles                    []string
+		wantName                     string
+		wantFirstGroup               string
+	}{
+		{"example.com/proxy-operator/v2", "app.example.com", "v1", "Proxy",
+			[]string{"api/v1/proxy_types.go", "config/crd/app.example.com_proxies.yaml", "internal/controller/proxy_controller.go", "test/e2e/proxy_test.go"},
+			"proxy-operator", "app.example.com"},
+		{"github.com/acme/bus", "zz.acme.io", "v2beta3", "Bus",
+			[]string{"api/v2beta3/bus_types.go", "config/crd/zz.acme.io_buses.yaml"},
+			"bus", "apps"},
+		{"example.com/Gw.Operator", "apps.example.com", "v1alpha1", "GatewayClass",
+			[]string{"api/v1alpha1/gatewayclass_types.go", "config/crd/apps.example.com_gatewayclasses.yaml"},
+			"gw-operator", "apps"},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "op")
+			code, _, stderr := ctrlkitNew("--module", tc.module, "--group", tc.group, "--version", tc.version, "--kind", tc.kind, dir)
+			if code != 0 {
+				t.Fatalf("status %d; stderr:\n%s", code, stderr)
+			}
+			files := listFiles(t, dir)
+			for _, f := range tc.wantFiles {
+				if !slices.Contains(files, f) {
+					t.Errorf("no %s in %v", f, files)
+				}
+			}
+			role, err := os.ReadFile(filepath.Join(dir, "config", "rbac", "role.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(role), "name: "+tc.wantName+"\n") {
+				t.Errorf("role is not named %s:\n%s", tc.wantName, role)
+			}
+			if first := strings.SplitN(string(role), "apiGroups:\n  - ", 2)[1]; !strings.HasPrefix(first, tc.wantFirstGroup+"\n") {
+				t.Errorf("first rule is not for %s:\n%s", tc.wantFirstGroup, role)
+			}
+		})
+	}
+}
+
+func TestPluralize(t *testing.T) {
+	for in, want := range map[string]string{
+		"memcached": "memcacheds", "bus": "buses", "box": "boxes", "waltz": "waltzes",
+		"batch": "batches", "mesh": "meshes", "proxy": "proxies", "gateway": "gateways",
+		"policy": "policies", "key": "keys", "y": "ys",
+	} {
+		if got := pluralize(in); got != want {
+			t.Errorf("pluralize(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestProjectName(t *testing.T) {
+	for in, want := range map[string]string{
+		"example.com/memcached-operator":    "memcached-operator",
+		"example.com/memcached-operator/v2": "memcached-operator",
+		"github.com/Acme/Foo_Bar.op":        "foo-bar-op",
+		"example.com/_":                     "operator",
+	} {
+		if got := projectName(in); got != want {
+			t.Errorf("projectName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestRequiresMatchGoMod keeps the versions a generated project requires in
+// step with the ones ctrlkit builds and tests with.
+func TestRequiresMatchGoMod(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, err := modfile.Parse("go.mod", data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range requires {
+		i := slices.IndexFunc(mf.Require, func(q *modfile.Require) bool { return q.Mod.Path == r.Path })
+		if i < 0 {
+			t.Errorf("ctrlkit's go.mod does not require %s", r.Path)
+			continue
+		}
+		if got := mf.Require[i].Mod.Version; got != r.Version {
+			t.Errorf("generated projects require %s %s, ctrlkit's go.mod %s: update requires in new.go", r.Path, r.Version, got)
+		}
+	}
+	if want := "go " + mf.Go.Version; !strings.Contains(string(mustRead(t, "templates/go.mod.tmpl")), "\n"+want+"\n") {
+		t.Errorf("templates/go.mod.tmpl does not say %q like ctrlkit's go.mod", want)
+	}
+}
+
+func mustRead(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestCommands(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string // in stdout or stderr
+	}{
+		{nil, 2, "Usage:"},
+		{[]string{"help"}, 0, "ctrlkit new [flags] DIR"},
+		{[]string{"bogus"}, 2, `unknown command "bogus"`},
+		{[]string{"new", "-h"}, 0, "-ctrlkit-replace"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(tc.args, &out, &errb); code != tc.code || !strings.Contains(out.String()+errb.String(), tc.out) {
+			t.Errorf("ctrlkit %q: status %d, output %q; want status %d and %q", tc.args, code, out.String()+errb.String(), tc.code, tc.out)
+		}
+	}
+}

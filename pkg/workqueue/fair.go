@@ -95,7 +95,7 @@ type node[T comparable] struct {
 	started    time.Duration // when Get handed it out, since q.epoch (metrics)
 	procPrev   *node[T]      // list of keys in processing (metrics)
 	procNext   *node[T]
-	readyAt    time.Time // while delayed
+	readyAt    time.Duration // while delayed, since q.epoch
 	heapIdx    int       // index in delayed, -1 when not delayed
 	delayPrio  Priority  // priority to enter with when the delay ends
 }
@@ -214,7 +214,7 @@ func (q *Queue[T]) AddAfter(item T, d time.Duration) {
 		q.Add(item)
 		return
 	}
-	at := q.clock.Now().Add(d)
+	at := q.now() + d
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.shutdown {
@@ -232,7 +232,7 @@ func (q *Queue[T]) AddAfter(item T, d time.Duration) {
 		q.wg.Go(q.delayLoop)
 	}
 	if n.heapIdx >= 0 {
-		if !at.Before(n.readyAt) {
+		if at >= n.readyAt {
 			return
 		}
 		n.readyAt = at
@@ -407,14 +407,14 @@ func (q *Queue[T]) delayLoop() {
 func (q *Queue[T]) moveReady() time.Duration {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	now := q.clock.Now()
-	for q.delayed.len() > 0 && !q.delayed.nodes[0].readyAt.After(now) {
+	now := q.now()
+	for q.delayed.len() > 0 && q.delayed.nodes[0].readyAt <= now {
 		n := q.delayed.nodes[0]
 		q.delayed.remove(n) // ShutDown empties the heap, so the queue is open
 		q.addLocked(n, n.delayPrio)
 	}
 	if q.delayed.len() > 0 {
-		return q.delayed.nodes[0].readyAt.Sub(now)
+		return q.delayed.nodes[0].readyAt - now
 	}
 	return time.Hour
 }
@@ -670,7 +670,7 @@ func (h *delayHeap[T]) fixAt(i int) {
 	}
 }
 
-func (h *delayHeap[T]) less(i, j int) bool { return h.nodes[i].readyAt.Before(h.nodes[j].readyAt) }
+func (h *delayHeap[T]) less(i, j int) bool { return h.nodes[i].readyAt < h.nodes[j].readyAt }
 
 func (h *delayHeap[T]) swap(i, j int) {
 	h.nodes[i], h.nodes[j] = h.nodes[j], h.nodes[i]

@@ -96,8 +96,8 @@ type node[T comparable] struct {
 	procPrev   *node[T]      // list of keys in processing (metrics)
 	procNext   *node[T]
 	readyAt    time.Duration // while delayed, since q.epoch
-	heapIdx    int       // index in delayed, -1 when not delayed
-	delayPrio  Priority  // priority to enter with when the delay ends
+	heapIdx    int           // index in delayed, -1 when not delayed
+	delayPrio  Priority      // priority to enter with when the delay ends
 }
 
 // group is a FIFO of the keys of one fairness group at one level; the

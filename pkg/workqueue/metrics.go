@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
@@ -163,5 +164,42 @@ func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
 		for i, n := range d {
 			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), name, Priority(i-1).String())
 		}
+	}
+}
+
+// queueMetrics are one queue's series; the queue reaches Prometheus only
+// through these small interfaces.
+type queueMetrics struct {
+	depth        workqueue.GaugeMetric
+	adds         workqueue.CounterMetric
+	latency      workqueue.HistogramMetric
+	workDuration workqueue.HistogramMetric
+	unfinished   workqueue.SettableGaugeMetric
+	longest      workqueue.SettableGaugeMetric
+	retries      workqueue.CounterMetric
+}
+
+// unfinishedWorkLoop updates the unfinished-work gauges every 500ms, as
+// client-go's queue does.
+func (q *Queue[T]) unfinishedWorkLoop() {
+	t := q.clock.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-q.stop:
+			return
+		case <-t.C():
+		}
+		q.mu.Lock()
+		now := q.now()
+		var total, oldest float64
+		for n := q.procHead; n != nil; n = n.procNext { // at most one per worker
+			age := (now - n.started).Seconds()
+			total += age
+			oldest = max(oldest, age)
+		}
+		q.mu.Unlock()
+		q.m.unfinished.Set(total)
+		q.m.longest.Set(oldest)
 	}
 }

@@ -81,3 +81,7 @@ verify-generate: ## Check that the committed generated files are what `make gene
 .PHONY: clean
 clean: ## Remove bin/ (including the built control plane)
 	rm -rf $(BIN)
+
+.PHONY: bench-e2e
+bench-e2e: envtest ## Compare ctrlkit with controller-runtime end to end on one envtest control plane (cold start, churn latency, heap, CPU) and write bench/results/latest.md and latency.svg (BENCH_N=10000 for more objects; bench/e2e/README.md)
+	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) $(GO) run ./bench/e2e -out $(CURDIR)/bench/results

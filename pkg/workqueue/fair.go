@@ -48,15 +48,15 @@ const DefaultStarvationBound = 5 * time.Second
 // changes never starves the backlog.
 //
 // Goroutines: one that moves delayed keys into the queue when their time
-// comes, started by the first delay, and, with metrics, one that updates the
-// unfinished-work gauges every 500ms, started by the first Get. Both end in
-// ShutDown; a queue that never delays or hands out a key has none.
+// comes, started by the first delay and ended by ShutDown; a queue that
+// never delays a key has none. Metrics are plain numbers kept under the
+// queue's lock and read when Prometheus scrapes, so they cost no goroutine
+// and no atomic operation per key.
 type Queue[T comparable] struct {
 	rl       RateLimiter[T]
 	groupOf  func(T) string
 	bound    time.Duration
 	clock    clock.WithTicker
-	m        queueMetrics
 	metricOn bool
 
 	mu       sync.Mutex
@@ -76,7 +76,7 @@ type Queue[T comparable] struct {
 	epoch    time.Time // timestamps are monotonic offsets from it: cheaper than time.Now
 	procHead *node[T]  // keys in processing, for the unfinished-work gauges
 	delayOn  bool      // delayLoop started (on the first delay)
-	metricGo bool      // unfinishedWorkLoop started (on the first Get)
+	stats    stats     // metrics, when metricOn
 }
 
 // node is the state of one key that is waiting, in processing, or delayed.
@@ -147,8 +147,8 @@ func New[T comparable](opts Options[T]) (*Queue[T], error) {
 		q.levels[i].groups = make(map[string]*group[T])
 	}
 	if opts.Metrics != nil {
-		q.m = opts.Metrics.forQueue(opts.Name, q.depthByPriority)
 		q.metricOn = true
+		opts.Metrics.forQueue(opts.Name, q.snapshot)
 	}
 	return q, nil
 }
@@ -196,7 +196,7 @@ func (q *Queue[T]) addLocked(n *node[T], p Priority) {
 	n.queued = true
 	n.prio = p
 	if q.metricOn {
-		q.m.adds.Inc()
+		q.stats.adds++
 	}
 	if n.processing {
 		return // Done queues it again
@@ -253,7 +253,9 @@ func (q *Queue[T]) AddAfter(item T, d time.Duration) {
 func (q *Queue[T]) AddRateLimited(item T) {
 	d := q.rl.When(item)
 	if q.metricOn {
-		q.m.retries.Inc()
+		q.mu.Lock()
+		q.stats.retries++
+		q.mu.Unlock()
 	}
 	q.AddAfter(item, d)
 }
@@ -280,12 +282,8 @@ func (q *Queue[T]) Get() (item T, shutdown bool) {
 	n.processing = true
 	q.working++
 	if q.metricOn {
-		if !q.metricGo && !q.shutdown {
-			q.metricGo = true
-			q.wg.Go(q.unfinishedWorkLoop)
-		}
 		now := q.now()
-		q.m.latency.Observe((now - n.since).Seconds())
+		q.stats.latency.observe(now - n.since)
 		n.started = now
 		n.procNext = q.procHead
 		if q.procHead != nil {
@@ -308,7 +306,7 @@ func (q *Queue[T]) Done(item T) {
 	n.processing = false
 	q.working--
 	if q.metricOn {
-		q.m.workDuration.Observe((q.now() - n.started).Seconds())
+		q.stats.workDuration.observe(q.now() - n.started)
 		if n.procPrev != nil {
 			n.procPrev.procNext = n.procNext
 		} else {
@@ -443,9 +441,6 @@ func (q *Queue[T]) push(n *node[T]) {
 	n.inLevel = true
 	lv.n++
 	q.ready++
-	if q.metricOn {
-		q.m.depth.Inc()
-	}
 }
 
 // unlink removes n from its level.
@@ -493,9 +488,6 @@ func (q *Queue[T]) unlink(n *node[T]) {
 	n.inLevel = false
 	lv.n--
 	q.ready--
-	if q.metricOn {
-		q.m.depth.Dec()
-	}
 }
 
 // pop removes and returns the next key to serve; q.ready must be > 0.
@@ -549,14 +541,3 @@ func (q *Queue[T]) newGroup(key string) *group[T] {
 
 // now is the time since q.epoch, from the monotonic clock.
 func (q *Queue[T]) now() time.Duration { return q.clock.Since(q.epoch) }
-
-// depthByPriority reports the waiting keys per priority, for metrics.
-func (q *Queue[T]) depthByPriority() [numLevels]int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	var out [numLevels]int
-	for i := range q.levels {
-		out[i] = q.levels[i].n
-	}
-	return out
-}

@@ -26,7 +26,10 @@ type Metrics struct {
 	unfinished     *prometheus.GaugeVec
 	longestRunning *prometheus.GaugeVec
 	retries        *prometheus.CounterVec
-	byPriority     *depthCollector
+	descs          queueDescs
+
+	mu     sync.Mutex
+	queues map[string]*queueEntry // ctrlkit Queues by name
 }
 
 var _ workqueue.MetricsProvider = (*Metrics)(nil)
@@ -36,53 +39,46 @@ var _ workqueue.MetricsProvider = (*Metrics)(nil)
 // managers share one registry.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	labels := []string{"name", "controller"}
-	buckets := prometheus.ExponentialBuckets(10e-9, 10, 10)
-	m := &Metrics{
-		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Subsystem: "workqueue", Name: "depth",
-			Help: "Current depth of workqueue",
-		}, labels),
-		adds: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Subsystem: "workqueue", Name: "adds_total",
-			Help: "Total number of adds handled by workqueue",
-		}, labels),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Subsystem: "workqueue", Name: "queue_duration_seconds",
-			Help:    "How long in seconds an item stays in workqueue before being requested",
-			Buckets: buckets,
-		}, labels),
-		workDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Subsystem: "workqueue", Name: "work_duration_seconds",
-			Help:    "How long in seconds processing an item from workqueue takes",
-			Buckets: buckets,
-		}, labels),
-		unfinished: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Subsystem: "workqueue", Name: "unfinished_work_seconds",
-			Help: "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. " +
-				"Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
-		}, labels),
-		longestRunning: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Subsystem: "workqueue", Name: "longest_running_processor_seconds",
-			Help: "How many seconds has the longest running processor for workqueue been running",
-		}, labels),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Subsystem: "workqueue", Name: "retries_total",
-			Help: "Total number of retries handled by workqueue",
-		}, labels),
-		byPriority: &depthCollector{
-			desc: prometheus.NewDesc("ctrlkit_workqueue_depth_by_priority",
-				"Current depth of workqueue per priority (low, normal, high)", []string{"name", "priority"}, nil),
-			queues: make(map[string]func() [numLevels]int),
-		},
+	const (
+		depthHelp      = "Current depth of workqueue"
+		addsHelp       = "Total number of adds handled by workqueue"
+		latencyHelp    = "How long in seconds an item stays in workqueue before being requested"
+		workHelp       = "How long in seconds processing an item from workqueue takes"
+		unfinishedHelp = "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. " +
+			"Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases."
+		longestHelp = "How many seconds has the longest running processor for workqueue been running"
+		retriesHelp = "Total number of retries handled by workqueue"
+	)
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("workqueue_"+name, help, labels, nil)
 	}
-	for _, c := range []prometheus.Collector{m.depth, m.adds, m.latency, m.workDuration, m.unfinished, m.longestRunning, m.retries, m.byPriority} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return nil, fmt.Errorf("workqueue: metrics already registered on this registry (give each manager its own registry): %w", err)
-			}
-			return nil, fmt.Errorf("workqueue: registering metrics: %w", err)
+	m := &Metrics{
+		depth:          prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: "depth", Help: depthHelp}, labels),
+		adds:           prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "workqueue", Name: "adds_total", Help: addsHelp}, labels),
+		latency:        prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "workqueue", Name: "queue_duration_seconds", Help: latencyHelp, Buckets: bucketBounds}, labels),
+		workDuration:   prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "workqueue", Name: "work_duration_seconds", Help: workHelp, Buckets: bucketBounds}, labels),
+		unfinished:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: "unfinished_work_seconds", Help: unfinishedHelp}, labels),
+		longestRunning: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: "longest_running_processor_seconds", Help: longestHelp}, labels),
+		retries:        prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "workqueue", Name: "retries_total", Help: retriesHelp}, labels),
+		descs: queueDescs{
+			depth:          desc("depth", depthHelp),
+			adds:           desc("adds_total", addsHelp),
+			latency:        desc("queue_duration_seconds", latencyHelp),
+			workDuration:   desc("work_duration_seconds", workHelp),
+			unfinished:     desc("unfinished_work_seconds", unfinishedHelp),
+			longestRunning: desc("longest_running_processor_seconds", longestHelp),
+			retries:        desc("retries_total", retriesHelp),
+			byPriority: prometheus.NewDesc("ctrlkit_workqueue_depth_by_priority",
+				"Current depth of workqueue per priority (low, normal, high)", []string{"name", "priority"}, nil),
+		},
+		queues: make(map[string]*queueEntry),
+	}
+	if err := reg.Register(collector{m}); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			return nil, fmt.Errorf("workqueue: metrics already registered on this registry (give each manager its own registry): %w", err)
 		}
+		return nil, fmt.Errorf("workqueue: registering metrics: %w", err)
 	}
 	return m, nil
 }
@@ -122,84 +118,160 @@ func (m *Metrics) NewRetriesMetric(name string) workqueue.CounterMetric {
 	return m.retries.WithLabelValues(name, name)
 }
 
-// forQueue resolves the series of the ctrlkit Queue named name; depth
-// reports its waiting keys per priority at scrape time.
-func (m *Metrics) forQueue(name string, depth func() [numLevels]int) queueMetrics {
-	m.byPriority.set(name, depth)
-	return queueMetrics{
-		depth:        m.NewDepthMetric(name),
-		adds:         m.NewAddsMetric(name),
-		latency:      m.NewLatencyMetric(name),
-		workDuration: m.NewWorkDurationMetric(name),
-		unfinished:   m.NewUnfinishedWorkSecondsMetric(name),
-		longest:      m.NewLongestRunningProcessorSecondsMetric(name),
-		retries:      m.NewRetriesMetric(name),
+// queueEntry is a ctrlkit Queue known to a Metrics: how to read it, and the
+// totals of the queues of the same name it replaced.
+type queueEntry struct {
+	snapshot func() queueSnapshot
+	retired  stats
+}
+
+// forQueue registers the ctrlkit Queue named name: its series are read
+// from snapshot when the registry is scraped, so the queue's hot path only
+// bumps plain numbers under the lock it already holds. A queue that
+// replaces one of the same name (a controller restarted after losing the
+// lease, say) continues its counters and histograms, as the series of a
+// client-go queue of that name would.
+func (m *Metrics) forQueue(name string, snapshot func() queueSnapshot) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := &queueEntry{snapshot: snapshot}
+	if old := m.queues[name]; old != nil {
+		e.retired = old.retired
+		e.retired.add(old.snapshot().stats)
 	}
+	m.queues[name] = e
 }
 
-// depthCollector reports ctrlkit_workqueue_depth_by_priority by asking each
-// queue at scrape time, so the hot path pays nothing for it.
-type depthCollector struct {
-	desc   *prometheus.Desc
-	mu     sync.Mutex
-	queues map[string]func() [numLevels]int
-}
-
-func (c *depthCollector) set(name string, f func() [numLevels]int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.queues[name] = f
-}
+// collector is how a Metrics reaches its registry; it keeps Describe and
+// Collect out of Metrics's API.
+type collector struct{ m *Metrics }
 
 // Describe implements prometheus.Collector.
-func (c *depthCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, v := range c.m.vecs() {
+		v.Describe(ch)
+	}
+	ch <- c.m.descs.byPriority
+}
 
-// Collect implements prometheus.Collector.
-func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	queues := maps.Clone(c.queues)
-	c.mu.Unlock()
-	for name, f := range queues {
-		d := f()
-		for i, n := range d {
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), name, Priority(i-1).String())
-		}
+// Collect implements prometheus.Collector: the series of queues built by
+// NewClientGo (kept in the vectors), then those of each ctrlkit Queue,
+// read from the queue at scrape time.
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	m := c.m
+	for _, v := range m.vecs() {
+		v.Collect(ch)
+	}
+	m.mu.Lock()
+	queues := maps.Clone(m.queues)
+	m.mu.Unlock()
+	for name, e := range queues {
+		s := e.snapshot()
+		s.stats.add(e.retired)
+		s.send(&m.descs, name, ch)
 	}
 }
 
-// queueMetrics are one queue's series; the queue reaches Prometheus only
-// through these small interfaces.
-type queueMetrics struct {
-	depth        workqueue.GaugeMetric
-	adds         workqueue.CounterMetric
-	latency      workqueue.HistogramMetric
-	workDuration workqueue.HistogramMetric
-	unfinished   workqueue.SettableGaugeMetric
-	longest      workqueue.SettableGaugeMetric
-	retries      workqueue.CounterMetric
+func (m *Metrics) vecs() []prometheus.Collector {
+	return []prometheus.Collector{m.depth, m.adds, m.latency, m.workDuration, m.unfinished, m.longestRunning, m.retries}
 }
 
-// unfinishedWorkLoop updates the unfinished-work gauges every 500ms, as
-// client-go's queue does.
-func (q *Queue[T]) unfinishedWorkLoop() {
-	t := q.clock.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-q.stop:
-			return
-		case <-t.C():
-		}
-		q.mu.Lock()
-		now := q.now()
-		var total, oldest float64
-		for n := q.procHead; n != nil; n = n.procNext { // at most one per worker
-			age := (now - n.started).Seconds()
-			total += age
-			oldest = max(oldest, age)
-		}
-		q.mu.Unlock()
-		q.m.unfinished.Set(total)
-		q.m.longest.Set(oldest)
+// queueDescs describe the series a ctrlkit Queue reports; they match the
+// vectors' descriptions, so both kinds of queue share one family per name.
+type queueDescs struct {
+	depth, adds, latency, workDuration, unfinished, longestRunning, retries, byPriority *prometheus.Desc
+}
+
+// bucketBounds are client-go's workqueue histogram buckets, 10ns to 10s,
+// computed the same way so that the "le" labels match client-go's series.
+var bucketBounds = prometheus.ExponentialBuckets(10e-9, 10, 10)
+
+// histogram is a Prometheus histogram over bucketBounds kept as plain
+// numbers: the queue's lock guards it.
+type histogram struct {
+	counts [11]uint64 // one per bound, then +Inf
+	sum    float64    // seconds
+}
+
+// observe records d, in the same bucket client_golang would put it in.
+func (h *histogram) observe(d time.Duration) {
+	v := d.Seconds()
+	i := 0
+	for i < len(bucketBounds) && v > bucketBounds[i] {
+		i++
+	}
+	h.counts[i]++
+	h.sum += v
+}
+
+// metric returns h as a Prometheus histogram with cumulative buckets.
+func (h *histogram) metric(desc *prometheus.Desc, name string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(bucketBounds))
+	var n uint64
+	for i, b := range bucketBounds {
+		n += h.counts[i]
+		buckets[b] = n
+	}
+	n += h.counts[len(bucketBounds)]
+	return prometheus.MustNewConstHistogram(desc, n, h.sum, buckets, name, name)
+}
+
+// stats are a ctrlkit Queue's counters and histograms, guarded by the
+// queue's lock.
+type stats struct {
+	adds, retries         uint64
+	latency, workDuration histogram
+}
+
+func (s *stats) add(o stats) {
+	s.adds += o.adds
+	s.retries += o.retries
+	s.latency.add(&o.latency)
+	s.workDuration.add(&o.workDuration)
+}
+
+func (h *histogram) add(o *histogram) {
+	for i, n := range o.counts {
+		h.counts[i] += n
+	}
+	h.sum += o.sum
+}
+
+// queueSnapshot is a ctrlkit Queue's metrics at one instant.
+type queueSnapshot struct {
+	stats
+	depth                      int
+	byPriority                 [numLevels]int
+	unfinished, longestRunning float64 // seconds
+}
+
+// snapshot reads q's metrics; it runs when Prometheus scrapes.
+func (q *Queue[T]) snapshot() queueSnapshot {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := queueSnapshot{stats: q.stats, depth: q.ready}
+	for i := range q.levels {
+		s.byPriority[i] = q.levels[i].n
+	}
+	now := q.now()
+	for n := q.procHead; n != nil; n = n.procNext { // at most one per worker
+		age := (now - n.started).Seconds()
+		s.unfinished += age
+		s.longestRunning = max(s.longestRunning, age)
+	}
+	return s
+}
+
+// send writes s as the series of the queue named name.
+func (s *queueSnapshot) send(d *queueDescs, name string, ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(d.depth, prometheus.GaugeValue, float64(s.depth), name, name)
+	ch <- prometheus.MustNewConstMetric(d.adds, prometheus.CounterValue, float64(s.adds), name, name)
+	ch <- prometheus.MustNewConstMetric(d.retries, prometheus.CounterValue, float64(s.retries), name, name)
+	ch <- s.latency.metric(d.latency, name)
+	ch <- s.workDuration.metric(d.workDuration, name)
+	ch <- prometheus.MustNewConstMetric(d.unfinished, prometheus.GaugeValue, s.unfinished, name, name)
+	ch <- prometheus.MustNewConstMetric(d.longestRunning, prometheus.GaugeValue, s.longestRunning, name, name)
+	for i, n := range s.byPriority {
+		ch <- prometheus.MustNewConstMetric(d.byPriority, prometheus.GaugeValue, float64(n), name, Priority(i-1).String())
 	}
 }

@@ -22,8 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/go-logr/logr"
-
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
 	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
@@ -201,7 +199,7 @@ func TestFaultErrorStorm(t *testing.T) {
 
 	rc := &requestCounter{}
 	// 200 objects failing make a log line each per retry: keep them out.
-	mgr := newManager(t, rc.config(cfg), ns, manager.Options{Logger: logr.Discard()})
+	mgr := newManager(t, rc.config(cfg), ns, manager.Options{Logger: quietLogger()})
 	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache())
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/utils/clock"
@@ -331,6 +332,14 @@ func (c *Controller) handle(ctx context.Context, q workqueue.Interface[Request],
 		c.metrics.errors.Inc()
 		c.metrics.terminalErrors.Inc()
 		log.Error(err, "Reconciler error is terminal; not retrying until the object changes")
+	case err != nil && apierrors.IsConflict(err):
+		// The cache was behind the server: routine for a controller that
+		// reads from listers. Retried and counted like any error, but not
+		// worth an error line.
+		q.AddRateLimited(req)
+		c.metrics.failed.Inc()
+		c.metrics.errors.Inc()
+		log.V(1).Info("Conflict: the object changed since the cache was read; retrying with backoff", "error", err.Error(), "retries", q.NumRequeues(req))
 	case err != nil:
 		q.AddRateLimited(req)
 		c.metrics.failed.Inc()

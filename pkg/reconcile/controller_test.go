@@ -17,6 +17,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"go.uber.org/goleak"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -804,5 +806,47 @@ func TestOrder(t *testing.T) {
 				t.Errorf("reconciled in order %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestConflictIsRetriedQuietly: a conflict (the cache was behind the
+// server) is retried and counted as an error, but logged at V(1), not as
+// an error line.
+func TestConflictIsRetriedQuietly(t *testing.T) {
+	var (
+		n    calls
+		mu   sync.Mutex
+		logs []string
+	)
+	log := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		logs = append(logs, prefix+" "+args)
+	}, funcr.Options{Verbosity: 0})
+	reg, opts := newMetrics(t)
+	opts.RateLimiter = fastLimiter()
+	opts.Logger = log
+	k := req("ns", "contested")
+	c, err := reconcile.New("conflicted", reconcile.Func(func(_ context.Context, r reconcile.Request) (reconcile.Result, error) {
+		if n.inc(r) == 1 {
+			return reconcile.Result{}, apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, r.Name, errors.New("the object has been modified"))
+		}
+		return reconcile.Result{}, nil
+	}), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, c)
+	c.Enqueue(k)
+	eventually(t, waitTimeout, func() bool { return n.get(k) == 2 }, "the conflicted key is retried")
+	if got := value(t, reg, "controller_runtime_reconcile_errors_total", map[string]string{"controller": "conflicted"}); got != 1 {
+		t.Errorf("controller_runtime_reconcile_errors_total = %v, want 1", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, l := range logs {
+		if strings.Contains(l, "contested") && (strings.Contains(l, "Reconciler error") || strings.Contains(l, "Conflict")) {
+			t.Errorf("a conflict was logged at the default verbosity: %s", l)
+		}
 	}
 }

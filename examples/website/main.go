@@ -69,7 +69,7 @@ func run(ctx context.Context, log logr.Logger) error {
 		Name:      Name,
 		Logger:    log,
 		HTTPAddr:  os.Getenv("HTTP_ADDR"),
-		Informers: informer.Options{Scheme: scheme},
+		Informers: InformerOptions(scheme),
 	})
 	if err != nil {
 		return err
@@ -92,6 +92,19 @@ func NewScheme() (*runtime.Scheme, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// InformerOptions are the cache options the operator needs: the Website
+// types in the scheme, and ConfigMaps cached only from RoutesNamespace, the
+// only ConfigMaps it reads (without this, every ConfigMap in the cluster
+// would be cached).
+func InformerOptions(scheme *runtime.Scheme) informer.Options {
+	return informer.Options{
+		Scheme: scheme,
+		ByType: map[runtime.Object]informer.TypeOptions{
+			&corev1.ConfigMap{}: {Namespace: RoutesNamespace},
+		},
+	}
 }
 
 // Setup declares the informers and adds the controller to mgr, whose

@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/ctrlkit/ctrlkit/examples/website/api/v1alpha1"
-	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
 	"github.com/ctrlkit/ctrlkit/pkg/objects"
 )
@@ -92,7 +91,7 @@ func startOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := funcr.New(func(p, a string) { t.Log(p, a) }, funcr.Options{})
-	mgr, err := manager.New(cfg, manager.Options{Name: Name, Logger: log, Informers: informer.Options{Scheme: scheme}})
+	mgr, err := manager.New(cfg, manager.Options{Name: Name, Logger: log, Informers: InformerOptions(scheme)})
 	if err != nil {
 		t.Fatal(err)
 	}

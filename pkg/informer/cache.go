@@ -13,6 +13,8 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -40,6 +42,11 @@ type Options struct {
 	// ResyncByType overrides Resync per Go type, keyed by an example object
 	// such as &corev1.ConfigMap{} (as client-go's WithCustomResyncConfig).
 	ResyncByType map[runtime.Object]time.Duration
+	// ByType narrows the informer of one Go type, keyed by an example
+	// object such as &corev1.ConfigMap{}: a controller that only reads the
+	// ConfigMaps of one namespace, or those with one label, caches only
+	// those. Each type still has one informer, shared by every controller.
+	ByType map[runtime.Object]TypeOptions
 	// KeepManagedFields keeps metadata.managedFields in cached objects. By
 	// default they are stripped: they are rarely read by controllers and
 	// often make up a large share of an object's memory.
@@ -47,6 +54,18 @@ type Options struct {
 	// Scheme maps Go types to kinds for For. Nil means client-go's scheme
 	// (built-in types only); add custom types with their AddToScheme.
 	Scheme *runtime.Scheme
+}
+
+// TypeOptions narrow the informer of one type (Options.ByType).
+type TypeOptions struct {
+	// Namespace limits the type's informer to one namespace, instead of
+	// Options.Namespace. It is an error for a cluster-scoped type.
+	Namespace string
+	// LabelSelector and FieldSelector, in the syntax of kubectl's -l and
+	// --field-selector, select the objects the informer lists and watches.
+	// They are added (with a comma) to any selector that
+	// Options.TweakListOptions sets.
+	LabelSelector, FieldSelector string
 }
 
 // Clients are what a Cache lists and watches through.
@@ -68,6 +87,10 @@ type Cache struct {
 	clients Clients
 	factory informers.SharedInformerFactory
 	resync  map[reflect.Type]time.Duration
+	byType  map[reflect.Type]TypeOptions
+	// factories are the extra factories of the types in byType, started
+	// and shut down with factory.
+	factories []informers.SharedInformerFactory
 
 	mu      sync.Mutex
 	started bool
@@ -107,7 +130,20 @@ func New(clients Clients, opts Options) (*Cache, error) {
 		scheme:  opts.Scheme,
 		clients: clients,
 		resync:  make(map[reflect.Type]time.Duration),
+		byType:  make(map[reflect.Type]TypeOptions),
 		entries: make(map[entryKey]*entry),
+	}
+	for obj, to := range opts.ByType {
+		if _, ok := obj.(metav1.Object); !ok {
+			return nil, fmt.Errorf("informer: Options.ByType[%T]: keys must be API objects like &corev1.ConfigMap{}", obj)
+		}
+		if _, err := labels.Parse(to.LabelSelector); err != nil {
+			return nil, fmt.Errorf("informer: Options.ByType[%T].LabelSelector %q: %w", obj, to.LabelSelector, err)
+		}
+		if _, err := fields.ParseSelector(to.FieldSelector); err != nil {
+			return nil, fmt.Errorf("informer: Options.ByType[%T].FieldSelector %q: %w", obj, to.FieldSelector, err)
+		}
+		c.byType[reflect.TypeOf(obj)] = to
 	}
 	if c.scheme == nil {
 		c.scheme = kubescheme.Scheme
@@ -139,6 +175,9 @@ func (c *Cache) Start(ctx context.Context) error {
 	}
 	c.started = true
 	c.factory.StartWithContext(ctx)
+	for _, f := range c.factories {
+		f.StartWithContext(ctx)
+	}
 	for _, e := range c.order {
 		if e.ownedRun {
 			c.runners.Go(func() { e.inf.RunWithContext(ctx) })
@@ -151,6 +190,9 @@ func (c *Cache) Start(ctx context.Context) error {
 // Start's ctx is done.
 func (c *Cache) Wait() {
 	c.factory.Shutdown()
+	for _, f := range c.factories {
+		f.Shutdown()
+	}
 	c.runners.Wait()
 }
 
@@ -238,6 +280,44 @@ func (c *Cache) declare(key entryKey, name, decl string, mk func() (cache.Shared
 	c.entries[key] = e
 	c.order = append(c.order, e)
 	return e, nil
+}
+
+// scopeFor returns the namespace and list-options tweak of the informer of
+// Go type t, whose resource is namespaced or not.
+func (c *Cache) scopeFor(t reflect.Type, namespaced bool) (string, func(*metav1.ListOptions), error) {
+	to, ok := c.byType[t]
+	ns := c.opts.Namespace
+	if ok && to.Namespace != "" {
+		if !namespaced {
+			return "", nil, fmt.Errorf("Options.ByType[%v].Namespace is %q, but the type is cluster-scoped: leave it empty", t, to.Namespace)
+		}
+		ns = to.Namespace
+	}
+	if !namespaced {
+		ns = ""
+	}
+	tweak := c.opts.TweakListOptions
+	if ok && (to.LabelSelector != "" || to.FieldSelector != "") {
+		global := tweak
+		tweak = func(o *metav1.ListOptions) {
+			if global != nil {
+				global(o)
+			}
+			o.LabelSelector = joinSelectors(o.LabelSelector, to.LabelSelector)
+			o.FieldSelector = joinSelectors(o.FieldSelector, to.FieldSelector)
+		}
+	}
+	return ns, tweak, nil
+}
+
+func joinSelectors(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "," + b
 }
 
 // resyncFor returns the resync period for Go type t.

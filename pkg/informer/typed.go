@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 )
@@ -57,19 +58,26 @@ func For[T runtime.Object](c *Cache) (*Informer[T], error) {
 	name := fmt.Sprintf("%s (%v)", gvrString(gvr), rt)
 	decl := fmt.Sprintf("informer.For[%v]", rt)
 	e, err := c.declare(entryKey{gvr: gvr, goType: rt}, name, decl, func() (cache.SharedIndexInformer, bool, cache.TransformFunc, error) {
+		ns, tweak, err := c.scopeFor(rt, mapping.Scope.Name() != meta.RESTScopeNameRoot)
+		if err != nil {
+			return nil, false, nil, fmt.Errorf("informer: For[%v]: %w", rt, err)
+		}
 		if builtin(gvk, rt) {
-			gi, err := c.factory.ForResource(gvr)
+			factory := c.factory
+			if _, narrowed := c.byType[rt]; narrowed {
+				// Its own factory: the shared one has one scope for all.
+				factory = informers.NewSharedInformerFactoryWithOptions(c.clients.Kube, c.resyncFor(rt),
+					informers.WithNamespace(ns), informers.WithTweakListOptions(tweak))
+				c.factories = append(c.factories, factory)
+			}
+			gi, err := factory.ForResource(gvr)
 			if err != nil {
 				return nil, false, nil, fmt.Errorf("informer: For[%v]: %w", rt, err)
 			}
 			return gi.Informer(), false, nil, nil
 		}
-		ns := c.opts.Namespace
-		if mapping.Scope.Name() == meta.RESTScopeNameRoot {
-			ns = ""
-		}
 		inf := dynamicinformer.NewFilteredDynamicInformer(c.clients.Dynamic, gvr, ns, c.resyncFor(rt),
-			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, c.opts.TweakListOptions).Informer()
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer()
 		return inf, true, toTyped(rt), nil
 	})
 	if err != nil {

@@ -9,9 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -25,25 +28,43 @@ import (
 // workers is the number of concurrent reconciles of both controllers.
 const workers = 4
 
-// running is a started manager: synced reports whether its ConfigMap
-// informer has synced, done yields what its Run/Start returned.
+// kind is the type of object the benchmarked controller watches.
+type kind int
+
+const (
+	configMaps kind = iota
+	pods
+)
+
+// setup is what one manager run caches and what its reconciler costs.
+type setup struct {
+	kind     kind
+	selector string        // a label selector limiting the cache; empty caches every object
+	cost     time.Duration // simulated work in each Reconcile after the cache read; 0 for none
+	lean     bool          // the framework's best memory option instead of its defaults
+}
+
+// running is a started manager: synced reports whether its informer has
+// synced, done yields what its Run/Start returned.
 type running struct {
 	synced func() bool
 	done   <-chan error
 }
 
-// framework builds a manager with one ConfigMap controller whose
-// reconciler reads the object from the cache and reports to rec, and starts
-// it; it runs until ctx is cancelled. A non-empty selector (a label
-// selector) limits what the cache holds.
+// framework builds a manager with one controller for the setup's kind,
+// whose reconciler reads the object from the cache and reports to rec, and
+// starts it; it runs until ctx is cancelled.
 type framework struct {
-	name  string
-	start func(ctx context.Context, cfg *rest.Config, rec *recorder, selector string) (*running, error)
+	name string
+	// lean says what setup.lean changes; empty when the defaults already
+	// are the framework's best memory option, and lean runs are skipped.
+	lean  string
+	start func(ctx context.Context, cfg *rest.Config, rec *recorder, s setup) (*running, error)
 }
 
 var frameworks = []framework{
 	{name: "ctrlkit", start: startCtrlkit},
-	{name: "controller-runtime", start: startControllerRuntime},
+	{name: "controller-runtime", lean: "cache.Options{DefaultTransform: cache.TransformStripManagedFields()}", start: startControllerRuntime},
 }
 
 // unlimited returns cfg with client-side rate limiting off.
@@ -53,76 +74,115 @@ func unlimited(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
+// simulate stands in for the work a real reconciler does. A sleep is the
+// point here: the cost is simulated, nothing is waited for.
+func simulate(cost time.Duration) {
+	if cost > 0 {
+		time.Sleep(cost)
+	}
+}
+
 // startCtrlkit runs ctrlkit with default options: informer.For, the lister,
-// 4 workers.
-func startCtrlkit(ctx context.Context, cfg *rest.Config, rec *recorder, selector string) (*running, error) {
+// 4 workers. It strips managedFields by default, which is already its best
+// memory option (informer.Options has no other transform), so s.lean
+// changes nothing.
+func startCtrlkit(ctx context.Context, cfg *rest.Config, rec *recorder, s setup) (*running, error) {
 	opts := manager.Options{Name: "bench-ctrlkit"}
-	if selector != "" {
-		opts.Informers.TweakListOptions = func(o *metav1.ListOptions) { o.LabelSelector = selector }
+	if s.selector != "" {
+		opts.Informers.TweakListOptions = func(o *metav1.ListOptions) { o.LabelSelector = s.selector }
 	}
 	mgr, err := manager.New(unlimited(cfg), opts)
 	if err != nil {
 		return nil, err
 	}
-	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache())
-	if err != nil {
-		return nil, err
+	var synced func() bool
+	switch s.kind {
+	case pods:
+		synced, err = ctrlkitController[*corev1.Pod](mgr, rec, s.cost)
+	default:
+		synced, err = ctrlkitController[*corev1.ConfigMap](mgr, rec, s.cost)
 	}
-	lister := cms.Lister()
-	r := reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-		start := time.Now()
-		cm, err := lister.Get(req.Namespace, req.Name)
-		if err != nil {
-			return reconcile.Result{}, nil // deleted
-		}
-		rec.observe(start, cm.Namespace, cm.Name, cm.Annotations)
-		return reconcile.Result{}, nil
-	})
-	if _, err := mgr.AddController("bench", r, manager.ControllerOptions{Workers: workers}, manager.Watch{Source: cms}); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Run(ctx) }()
-	return &running{synced: cms.HasSynced, done: done}, nil
+	return &running{synced: synced, done: done}, nil
+}
+
+// ctrlkitController adds the bench controller for T to mgr and returns its
+// informer's HasSynced.
+func ctrlkitController[T interface {
+	runtime.Object
+	metav1.Object
+}](mgr *manager.Manager, rec *recorder, cost time.Duration) (func() bool, error) {
+	inf, err := informer.For[T](mgr.Cache())
+	if err != nil {
+		return nil, err
+	}
+	lister := inf.Lister()
+	r := reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		start := time.Now()
+		obj, err := lister.Get(req.Namespace, req.Name)
+		if err != nil {
+			return reconcile.Result{}, nil // deleted
+		}
+		rec.observe(start, obj.GetNamespace(), obj.GetName(), obj.GetAnnotations())
+		simulate(cost)
+		return reconcile.Result{}, nil
+	})
+	if _, err := mgr.AddController("bench", r, manager.ControllerOptions{Workers: workers}, manager.Watch{Source: inf}); err != nil {
+		return nil, err
+	}
+	return inf.HasSynced, nil
 }
 
 // startControllerRuntime runs controller-runtime with default options (its
 // cached client, the priority queue that is its default in v0.25), metrics
-// and health servers off, 4 workers.
-func startControllerRuntime(ctx context.Context, cfg *rest.Config, rec *recorder, selector string) (*running, error) {
+// and health servers off, 4 workers. With s.lean its cache strips
+// managedFields, the memory option its cache documentation suggests.
+func startControllerRuntime(ctx context.Context, cfg *rest.Config, rec *recorder, s setup) (*running, error) {
 	opts := ctrl.Options{
 		Logger:     logr.Discard(),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)}, // one manager per run, same name
 	}
-	if selector != "" {
-		sel, err := labels.Parse(selector)
+	if s.selector != "" {
+		sel, err := labels.Parse(s.selector)
 		if err != nil {
 			return nil, err
 		}
 		opts.Cache.DefaultLabelSelector = sel
 	}
+	if s.lean {
+		opts.Cache.DefaultTransform = crcache.TransformStripManagedFields()
+	}
 	mgr, err := ctrl.NewManager(unlimited(cfg), opts)
 	if err != nil {
 		return nil, err
 	}
+	newObj := func() client.Object { return &corev1.ConfigMap{} }
+	if s.kind == pods {
+		newObj = func() client.Object { return &corev1.Pod{} }
+	}
 	// Declared before Start, as the builder's For would on Start, so that
 	// its HasSynced can be polled like ctrlkit's.
-	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{})
+	inf, err := mgr.GetCache().GetInformer(ctx, newObj())
 	if err != nil {
 		return nil, err
 	}
 	c := mgr.GetClient()
 	r := crreconcile.Func(func(ctx context.Context, req crreconcile.Request) (crreconcile.Result, error) {
 		start := time.Now()
-		var cm corev1.ConfigMap
-		if err := c.Get(ctx, req.NamespacedName, &cm); err != nil {
+		obj := newObj()
+		if err := c.Get(ctx, req.NamespacedName, obj); err != nil {
 			return crreconcile.Result{}, nil // deleted
 		}
-		rec.observe(start, cm.Namespace, cm.Name, cm.Annotations)
+		rec.observe(start, obj.GetNamespace(), obj.GetName(), obj.GetAnnotations())
+		simulate(s.cost)
 		return crreconcile.Result{}, nil
 	})
-	err = ctrl.NewControllerManagedBy(mgr).Named("bench").For(&corev1.ConfigMap{}).
+	err = ctrl.NewControllerManagedBy(mgr).Named("bench").For(newObj()).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: workers}).Complete(r)
 	if err != nil {
 		return nil, fmt.Errorf("building controller: %w", err)

@@ -1,16 +1,20 @@
 // Command e2e runs the same controller on ctrlkit and on controller-runtime
 // against one envtest control plane and compares them end to end: cold
-// start (cache sync and first reconcile of every object), the latency from
-// a write to the Reconcile that sees it under an open-loop writer, heap per
-// cached object and CPU per reconcile. See bench/e2e/README.md.
+// start (cache sync and first reconcile of every object) at several sizes,
+// the latency from a write to the Reconcile that sees it under an
+// open-loop writer, a restart storm (updates arriving while the initial
+// backlog drains), heap per cached object for ConfigMaps and ~4 KB Pods
+// with each framework's defaults and best memory option, and CPU per
+// reconcile. See bench/e2e/README.md.
 //
 // Both frameworks run in this one process, one after the other, A/B
 // alternating over the rounds; each run builds its own manager, runs and
-// stops it. The objects are created once and reused by every run.
+// stops it. The objects are created once and reused by every run; the
+// sizes after the first are created after the first size's rounds.
 //
 // Usage (make bench-e2e sets KUBEBUILDER_ASSETS):
 //
-//	go run ./bench/e2e [-n 2000] [-rounds 3] [-rates 100,200] [-churn 5s] [-out bench/results]
+//	go run ./bench/e2e [-n 10000,50000] [-rounds 5] [-rounds-large 3] [-rates 100,200,400] [-churn 10s] [-pods 5000] [-out bench/results]
 package main
 
 import (
@@ -20,12 +24,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
@@ -38,40 +44,84 @@ func main() {
 }
 
 type config struct {
-	objects int
-	rounds  int
-	rates   []int
-	churn   time.Duration
-	out     string
+	sizes       []int // ConfigMap counts, ascending; the first gets every measurement, the others cold start and heap
+	rounds      int   // A/B rounds at the first size and for Pods
+	roundsLarge int   // A/B rounds at the other sizes
+	rates       []int
+	churn       time.Duration
+	pods        int // Pods for the heap comparison; 0 skips it
+	storm       stormConfig
+	out         string
+}
+
+func parseInts(flagName, s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("%s %q: want positive integers, comma-separated", flagName, s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 func parseFlags() (config, error) {
 	c := config{}
-	defN := 2000
+	defN := "10000,50000"
 	if s := os.Getenv("BENCH_N"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return c, fmt.Errorf("BENCH_N=%q: want an integer", s)
-		}
-		defN = n
+		defN = s
 	}
-	rates := flag.String("rates", "100,200", "churn write rates in writes/s, comma-separated")
-	flag.IntVar(&c.objects, "n", defN, "ConfigMaps in the cluster (also BENCH_N)")
-	flag.IntVar(&c.rounds, "rounds", 5, "A/B rounds")
-	flag.DurationVar(&c.churn, "churn", 5*time.Second, "how long each churn rate runs")
-	flag.StringVar(&c.out, "out", "bench/results", "directory for latest.md and latency.svg")
+	sizes := flag.String("n", defN, "ConfigMap counts, ascending and comma-separated (also BENCH_N); the first gets churn, storm and memory, the others cold start and heap")
+	rates := flag.String("rates", "100,200,400", "churn write rates in writes/s, comma-separated")
+	flag.IntVar(&c.rounds, "rounds", 5, "A/B rounds at the first size and for Pods")
+	flag.IntVar(&c.roundsLarge, "rounds-large", 3, "A/B rounds at the other sizes")
+	flag.DurationVar(&c.churn, "churn", 10*time.Second, "how long each churn rate runs")
+	flag.IntVar(&c.pods, "pods", 5000, "Pods (~4 KB each) for the heap comparison; 0 skips it")
+	flag.IntVar(&c.storm.updates, "storm-updates", 200, "updates during the restart storm")
+	flag.IntVar(&c.storm.rate, "storm-rate", 50, "updates per second during the restart storm")
+	flag.DurationVar(&c.storm.cost, "storm-cost", time.Millisecond, "simulated cost of each Reconcile during the restart storm")
+	flag.StringVar(&c.out, "out", "bench/results", "directory for latest.md, latency.svg and storm.svg")
 	flag.Parse()
-	for f := range strings.SplitSeq(*rates, ",") {
-		r, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || r <= 0 {
-			return c, fmt.Errorf("-rates %q: want positive integers", *rates)
-		}
-		c.rates = append(c.rates, r)
+	var err error
+	if c.sizes, err = parseInts("-n", *sizes); err != nil {
+		return c, err
 	}
-	if c.objects < namespaces || c.rounds < 1 || c.churn <= 0 {
-		return c, errors.New("-n must be at least 10, -rounds at least 1, -churn positive")
+	if c.rates, err = parseInts("-rates", *rates); err != nil {
+		return c, err
+	}
+	if !slices.IsSorted(c.sizes) || c.sizes[0] < 2*namespaces || c.sizes[len(c.sizes)-1] > 99999 {
+		return c, errors.New("-n: sizes must be ascending, from 20 to 99999")
+	}
+	if c.rounds < 1 || c.roundsLarge < 1 || c.churn <= 0 || c.pods < 0 || c.pods > 99999 || c.storm.updates < 1 || c.storm.rate < 1 || c.storm.cost < 0 {
+		return c, errors.New("-rounds and -rounds-large must be at least 1, -churn positive, -pods from 0 to 99999, -storm-updates and -storm-rate positive")
 	}
 	return c, nil
+}
+
+// results is everything measured, per framework name and round.
+type results struct {
+	main    map[string][]roundResult
+	large   []map[string][]coldResult // one per size after the first
+	pods    map[string][]podRound
+	podSize podSize
+	seeded  []seeded
+	lines   []string // the per-round lines printed during the run
+	missing []string // phases that failed, for the notes
+}
+
+func (r *results) logf(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	r.lines = append(r.lines, line)
+	fmt.Println(line)
+}
+
+// order is the frameworks in round's order: A/B, then B/A.
+func order(round int) []framework {
+	if round%2 == 1 {
+		return []framework{frameworks[1], frameworks[0]}
+	}
+	return []framework{frameworks[0], frameworks[1]}
 }
 
 func run() error {
@@ -84,6 +134,7 @@ func run() error {
 	}
 	// controller-runtime complains on stderr when no logger is set.
 	ctrllog.SetLogger(logr.Discard())
+	began := time.Now()
 
 	env := &envtest.Environment{}
 	cfg, err := env.Start()
@@ -100,59 +151,148 @@ func run() error {
 		return err
 	}
 	ctx := context.Background()
+	res := &results{main: make(map[string][]roundResult), pods: make(map[string][]podRound)}
 
-	t := time.Now()
-	if err := seed(ctx, admin, c.objects); err != nil {
+	if err := seedNamespaces(ctx, admin); err != nil {
 		return err
 	}
-	fmt.Printf("created %d ConfigMaps in %d namespaces in %.1fs\n", c.objects, namespaces, time.Since(t).Seconds())
+	n := c.sizes[0]
+	s, err := seedConfigMaps(ctx, admin, 0, n, n/2)
+	if err != nil {
+		return err
+	}
+	res.seeded = append(res.seeded, s)
+	res.logf("%v", s)
 
-	w := &writer{client: admin, objects: c.objects}
-	results := make(map[string][]runResult)
-	var rounds []string
+	// Main phase: everything at the first size.
+	w := &writer{client: admin, objects: n}
 	for round := range c.rounds {
-		order := []framework{frameworks[0], frameworks[1]}
-		if round%2 == 1 {
-			order[0], order[1] = order[1], order[0]
-		}
 		baselines := make([]float64, len(c.rates))
 		for i, rate := range c.rates {
 			baselines[i] = writerCPU(ctx, w, rate, c.churn)
 		}
-		rounds = append(rounds, fmt.Sprintf("round %d writer alone: CPU s %v at %v writes/s", round+1, fmtFloats(baselines), c.rates))
-		fmt.Println(rounds[len(rounds)-1])
-		for _, fw := range order {
-			res, err := runOnce(ctx, cfg, fw, c, w, baselines)
+		res.logf("round %d writer alone: CPU s %v at %v writes/s", round+1, fmtFloats(baselines), c.rates)
+		for _, fw := range order(round) {
+			r, err := mainRound(ctx, cfg, fw, c, w, baselines)
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", round+1, fw.name, err)
 			}
-			line := fmt.Sprintf("round %d %-18s sync %.3fs  all reconciled %.3fs  cpu/1k objects %.3fs  heap/object %.0f B (slope %.0f B)", round+1, fw.name,
-				res.sync.Seconds(), res.all.Seconds(), res.coldCPU, res.heapPerObject, res.heapSlope)
-			for _, ch := range res.churn {
-				line += fmt.Sprintf("  %d/s p50 %.2fms p99 %.2fms (from sent %.2f/%.2f) missed %d cpu/1k %.3fs", ch.rate,
-					ms(ch.p(0.50)), ms(ch.p(0.99)), ms(ch.pSent(0.50)), ms(ch.pSent(0.99)), ch.missed, ch.cpuPer1000)
-			}
-			rounds = append(rounds, line)
-			fmt.Println(line)
-			results[fw.name] = append(results[fw.name], res)
+			res.main[fw.name] = append(res.main[fw.name], r)
+			res.logf("%s", mainLine(round, fw, n, r))
 		}
 	}
 
-	table := report(c, results, rounds)
+	// Pods: heap only.
+	if c.pods > 0 {
+		if err := podPhase(ctx, cfg, admin, c, res); err != nil {
+			res.missing = append(res.missing, fmt.Sprintf("Pod heap: %v", err))
+			fmt.Fprintln(os.Stderr, "bench-e2e: Pod phase:", err)
+		}
+	}
+
+	// Larger sizes: cold start and heap.
+	for k, size := range c.sizes[1:] {
+		if err := largePhase(ctx, cfg, admin, c, k, size, res); err != nil {
+			res.missing = append(res.missing, fmt.Sprintf("%d ConfigMaps: %v", size, err))
+			fmt.Fprintf(os.Stderr, "bench-e2e: %d ConfigMaps: %v\n", size, err)
+			break
+		}
+	}
+
+	took := time.Since(began)
+	res.logf("whole run (envtest start to last measurement): %.1f min", took.Minutes())
+	table := report(c, res, took)
 	fmt.Println()
 	fmt.Print(table)
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(c.out, "latest.md"), []byte(table), 0o644); err != nil {
-		return err
+	files := map[string]string{
+		"latest.md":   table,
+		"latency.svg": churnSVG(c, res),
+		"storm.svg":   stormSVG(c, res),
 	}
-	svg := latencySVG(c, results)
-	if err := os.WriteFile(filepath.Join(c.out, "latency.svg"), []byte(svg), 0o644); err != nil {
-		return err
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(c.out, name), []byte(content), 0o644); err != nil {
+			return err
+		}
 	}
-	fmt.Printf("\nwrote %s and %s\n", filepath.Join(c.out, "latest.md"), filepath.Join(c.out, "latency.svg"))
+	fmt.Printf("\nwrote latest.md, latency.svg and storm.svg in %s\n", c.out)
+	if len(res.missing) > 0 {
+		return fmt.Errorf("some phases failed (see the notes in latest.md): %s", strings.Join(res.missing, "; "))
+	}
 	return nil
+}
+
+// podPhase creates c.pods Pods and measures every framework's heap over
+// them.
+func podPhase(ctx context.Context, cfg *rest.Config, admin kubernetes.Interface, c config, res *results) error {
+	s, size, err := seedPods(ctx, admin, c.pods)
+	if err != nil {
+		return err
+	}
+	res.seeded = append(res.seeded, s)
+	res.podSize = size
+	res.logf("%v; one Pod is %d B as JSON, %d B without managedFields", s, size.full, size.stripped)
+	for round := range c.rounds {
+		for _, fw := range order(round) {
+			r, err := podsRound(ctx, cfg, fw, c.pods)
+			if err != nil {
+				return fmt.Errorf("round %d, %s: %w", round+1, fw.name, err)
+			}
+			res.pods[fw.name] = append(res.pods[fw.name], r)
+			line := fmt.Sprintf("round %d %-18s Pods: heap/object slope %.0f B", round+1, fw.name, r.heap.slope(c.pods))
+			if fw.lean != "" {
+				line += fmt.Sprintf(", lean %.0f B", r.lean.slope(c.pods))
+			}
+			res.logf("%s", line)
+		}
+	}
+	return nil
+}
+
+// largePhase creates ConfigMaps up to size (the k-th size after the first)
+// and measures every framework's cold start over them.
+func largePhase(ctx context.Context, cfg *rest.Config, admin kubernetes.Interface, c config, k, size int, res *results) error {
+	s, err := seedConfigMaps(ctx, admin, c.sizes[k], size, c.sizes[0]/2)
+	if err != nil {
+		return err
+	}
+	res.seeded = append(res.seeded, s)
+	res.logf("%v", s)
+	m := make(map[string][]coldResult)
+	res.large = append(res.large, m)
+	for round := range c.roundsLarge {
+		for _, fw := range order(round) {
+			r, err := coldOnly(ctx, cfg, fw, setup{kind: configMaps}, size, objPrefix)
+			if err != nil {
+				return fmt.Errorf("round %d, %s: %w", round+1, fw.name, err)
+			}
+			m[fw.name] = append(m[fw.name], r)
+			res.logf("round %d %-18s N=%d sync %.3fs  all reconciled %.3fs  cpu/1k objects %.3fs  heap/object %.0f B", round+1, fw.name, size,
+				r.sync.Seconds(), r.all.Seconds(), r.cpuPer1k, r.heap/float64(size))
+		}
+	}
+	return nil
+}
+
+// mainLine is the per-round line of a main-phase result.
+func mainLine(round int, fw framework, n int, r roundResult) string {
+	line := fmt.Sprintf("round %d %-18s N=%d sync %.3fs  all reconciled %.3fs  cpu/1k objects %.3fs  heap/object %.0f B (slope %.0f B",
+		round+1, fw.name, n, r.cold.sync.Seconds(), r.cold.all.Seconds(), r.cold.cpuPer1k, r.cold.heap/float64(n), r.cmHeap.slope(n))
+	if fw.lean != "" {
+		line += fmt.Sprintf(", lean %.0f B", r.cmLean.slope(n))
+	}
+	line += ")"
+	for _, ch := range r.churn {
+		line += fmt.Sprintf("\n    churn %d/s p50 %.2fms p99 %.2fms p99.9 %.2fms (from sent %.2f/%.2f/%.2f) missed %d cpu/1k %.3fs", ch.rate,
+			ms(ch.p(0.50)), ms(ch.p(0.99)), ms(ch.p(0.999)), ms(ch.pSent(0.50)), ms(ch.pSent(0.99)), ms(ch.pSent(0.999)), ch.missed, ch.cpuPer1000)
+	}
+	st := r.storm
+	line += fmt.Sprintf("\n    storm: synced %.3fs drained %.3fs; all %d updates p50 %.1fms p99 %.1fms missed %d; %d during backlog p50 %.1fms p99 %.1fms; %d over %v",
+		st.sync.Seconds(), st.drain.Seconds(), len(st.all.fromResp)+st.all.missed, ms(st.all.p(0.5)), ms(st.all.p(0.99)), st.all.missed,
+		st.nDuring, ms(st.during.p(0.5)), ms(st.during.p(0.99)), st.slow, slowAfter)
+	return line
 }
 
 func fmtFloats(xs []float64) string {

@@ -16,7 +16,8 @@ const seqAnnotation = "bench.ctrlkit.io/seq"
 // goroutine-safe; observe is the whole "reconciler body" besides the cache
 // read, so both frameworks do the same work per Reconcile.
 type recorder struct {
-	want       int // objects to see once for the cold start to be complete
+	want       int    // objects to see once for the cold start to be complete
+	prefix     string // names of the benchmark's objects; others (kube-system's) are not counted
 	reconciles atomic.Int64
 
 	mu      sync.Mutex
@@ -26,9 +27,12 @@ type recorder struct {
 	started map[int64]time.Time // churn seq → start of the first Reconcile that saw it
 }
 
-func newRecorder(want int) *recorder {
+// newRecorder returns a recorder whose cold start is complete once want
+// distinct objects named prefix... were reconciled.
+func newRecorder(want int, prefix string) *recorder {
 	return &recorder{
 		want:    want,
+		prefix:  prefix,
 		seen:    make(map[string]struct{}, want),
 		allDone: make(chan struct{}),
 		started: make(map[int64]time.Time),
@@ -39,7 +43,7 @@ func newRecorder(want int) *recorder {
 // named ns/name with the given annotations from the cache.
 func (r *recorder) observe(start time.Time, ns, name string, annotations map[string]string) {
 	r.reconciles.Add(1)
-	if !strings.HasPrefix(name, objPrefix) {
+	if !strings.HasPrefix(name, r.prefix) {
 		return
 	}
 	var seq int64 = -1

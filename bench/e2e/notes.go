@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// notes explains the table: how each number was taken, what the run
+// created and how long that took, and what is missing.
+func notes(c config, res *results) string {
+	var sb strings.Builder
+	sb.WriteString("\nNotes:\n")
+	for _, s := range res.seeded {
+		fmt.Fprintf(&sb, "- Setup: %v (client QPS unlimited).\n", s)
+	}
+	if res.podSize.full > 0 {
+		fmt.Fprintf(&sb, "- A benchmark Pod (three containers with args, env, ports, resources, probes, mounts; eight labels, five annotations; "+
+			"Pending, envtest has no scheduler) is %d B as JSON from the API server, %d B without its managedFields.\n",
+			res.podSize.full, res.podSize.stripped)
+	}
+	for _, m := range res.missing {
+		fmt.Fprintf(&sb, "- **Missing:** %s.\n", m)
+	}
+	sb.WriteString(`- Cold start times run from the call that builds the manager (discovery included) to the informer's HasSynced
+  (polled every 1ms) and to the Reconcile that completes the set of objects seen once. controller-runtime's
+  controller starts its workers after client-go's WaitForCacheSync, which polls every 100ms.
+- Heap is HeapInuse after two runtime.GC() with the manager running and every object reconciled, minus HeapInuse
+  before the manager was built (Go heap only, no RSS). A slope compares a cache holding the first half of the
+  objects (label selector) with one holding all of them, so fixed overhead cancels out; the larger-size slope
+  compares the N-object cold start of the same round with the larger one. "Best memory option": ctrlkit's
+  defaults already strip managedFields and informer.Options offers no other transform, so its cell repeats its
+  defaults (marked "= defaults"); controller-runtime runs with
+  ` + "`" + frameworks[1].lean + "`" + `. controller-runtime's
+  DefaultUnsafeDisableDeepCopy only skips the copy on reads (garbage, not cached heap) and is not used.
+- Latency is from the churn write's HTTP response to the start of the first Reconcile that read that write's
+  sequence annotation from the cache; it can be negative when the watch event arrives before the response.
+  "Write sent" rows measure from the moment the request was sent instead: always positive, and they include the
+  API server's write path (the same for both). latency.svg plots these. Every write goes to a different object.
+  p99.9 is a nearest-rank quantile of one round's writes (rate × duration of them), so at the lowest rate it
+  is among the few largest samples.
+- CPU is getrusage(RUSAGE_SELF): the whole process, comparable only because both frameworks run in it one after
+  the other; the API server and etcd are other processes and are not counted. Cold start: from building the
+  manager to every object reconciled once, nothing else running. Churn: over the phase, minus the CPU of the same
+  writer at the same rate with no manager running (measured once per round), per Reconcile in the phase; the
+  writer costs more than the controller, so this row is noisy (it can even come out negative) and only large
+  differences in it mean anything.
+- Restart storm: a fresh manager (defaults: ctrlkit's priority and fair queue, controller-runtime's priority
+  queue; both queue the initial list at low priority) whose Reconcile sleeps for the simulated cost after the
+  cache read. The updates start when its cache has synced and go round-robin over all namespaces, each to a
+  different object; latency is from the update's response (the watch event arrives within about a
+  millisecond of it, see the churn rows) to the start of the first Reconcile that saw it. storm.svg plots
+  these. Updates acknowledged after the backlog drained meet an idle queue; the "those" rows keep only the
+  ones that arrived while it was draining. controller-runtime registers its controller's event handler only
+  after the manager has seen the caches synced (its controllers start after the cache runnables); an update
+  that lands in that window is replayed to the new handler as part of the initial list (client-go marks every
+  replayed object isInInitialList), so it is queued at low priority and waits behind the backlog. The
+  "> 100ms" row counts such updates; ctrlkit adds its handlers before the informers start.
+- At 400 writes/s this 2-core machine (API server, etcd, writer and controller together) is near its limit:
+  in some rounds the API server's write path and watch delivery back up and the tails grow to hundreds of ms,
+  in some runs to seconds (write sent → Reconcile p50 rising from ~3 ms to tens or hundreds of ms). Which
+  rounds saturate can weigh more in the 400/s medians than the framework does; read them with the per-round
+  lines below.
+- Reads: each Reconcile reads its object once from the cache with the framework's default read path. ctrlkit's
+  Lister returns the cached object itself (callers must not modify it); controller-runtime's cached client
+  deep-copies it on every Get. That copy is part of controller-runtime's default cost and shows in its CPU rows.
+- Ratios are left out (–) for the signed latencies and counts, and where a value is zero or negative.
+`)
+	return sb.String()
+}

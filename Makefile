@@ -51,6 +51,8 @@ bench: ## Benchmark ctrlkit's queue side by side with client-go's and controller
 	$(GO) test -run '^$$' -bench '^BenchmarkLatency$$' -benchmem -count=1 -benchtime=1x ./bench/ | tee -a $(BIN)/bench.txt
 	@echo
 	@$(GO) run ./bench/cmd/benchtable < $(BIN)/bench.txt
+	@echo; echo "### Memory a queue keeps after a 50,000-key backlog drained (B per key of the peak)"
+	@$(GO) test -run '^$$' -bench '^BenchmarkRetained$$' -count=1 -benchtime=1x ./bench/ | grep '^BenchmarkRetained' | tee -a $(BIN)/bench.txt
 
 .PHONY: demo
 demo: ## Start a local control plane, install the Website CRD, run the website example operator on it, and show it reconciling (KUBECONFIG=... targets a real cluster, DEMO_KEEP=1 keeps it running)

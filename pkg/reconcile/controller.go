@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"runtime/debug"
 	"sync"
@@ -88,6 +89,7 @@ type Controller struct {
 	mu         sync.Mutex
 	queue      workqueue.Interface[Request]
 	eventTimes map[Request]time.Time // first unhandled event per waiting key
+	eventPeak  int                   // most entries since eventTimes was last rebuilt
 }
 
 // New returns a Controller named name (used in logs and metric labels)
@@ -181,6 +183,7 @@ func (c *Controller) EnqueuePriority(req Request, p workqueue.Priority) {
 	}
 	if _, ok := c.eventTimes[req]; !ok {
 		c.eventTimes[req] = c.clock.Now()
+		c.eventPeak = max(c.eventPeak, len(c.eventTimes))
 	}
 	c.mu.Unlock()
 	if pq, ok := q.(workqueue.PriorityInterface[Request]); ok {
@@ -307,6 +310,13 @@ func (c *Controller) handle(ctx context.Context, q workqueue.Interface[Request],
 	c.mu.Lock()
 	evt, ok := c.eventTimes[req]
 	delete(c.eventTimes, req)
+	if c.eventPeak > 4096 && len(c.eventTimes) < c.eventPeak/4 {
+		// Go maps never shrink: give back what a drained backlog (the
+		// initial list of a large cluster) held, as the queue does.
+		m := make(map[Request]time.Time, len(c.eventTimes))
+		maps.Copy(m, c.eventTimes)
+		c.eventTimes, c.eventPeak = m, len(m)
+	}
 	c.mu.Unlock()
 	if ok {
 		c.metrics.eventToStart.Observe(start.Sub(evt).Seconds())

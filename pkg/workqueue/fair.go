@@ -2,6 +2,8 @@ package workqueue
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -67,8 +69,9 @@ type Queue[T comparable] struct {
 	working  int // keys handed out and not Done
 	delayed  delayHeap[T]
 	shutdown bool
-	free     []*node[T]
+	free     []*node[T] // at most maxFree: a drained backlog is not kept
 	freeG    []*group[T]
+	peak     int // most keys held since q.nodes was last rebuilt
 
 	wake     chan struct{} // a new earliest delayed key; capacity 1
 	stop     chan struct{}
@@ -388,14 +391,36 @@ func (q *Queue[T]) newNode(item T) *node[T] {
 	n.item = item
 	n.heapIdx = -1
 	q.nodes[item] = n
+	q.peak = max(q.peak, len(q.nodes))
 	return n
 }
+
+// maxFree bounds the free lists, and rebuildAbove is the peak above which
+// the key map is rebuilt once it holds a quarter of its peak: after the
+// initial list of a large cluster has drained, the queue gives back what
+// held it (about 220 B per key) instead of keeping it for good; Go maps
+// never shrink on their own.
+const (
+	maxFree      = 1024
+	rebuildAbove = 4096
+)
 
 // release forgets a node that is neither queued, processing nor delayed.
 func (q *Queue[T]) release(n *node[T]) {
 	delete(q.nodes, n.item)
 	*n = node[T]{}
-	q.free = append(q.free, n)
+	if len(q.free) < maxFree {
+		q.free = append(q.free, n)
+	}
+	if q.peak > rebuildAbove && len(q.nodes) < q.peak/4 {
+		nodes := make(map[T]*node[T], len(q.nodes)) // sized for what it holds now
+		maps.Copy(nodes, q.nodes)
+		q.nodes = nodes
+		q.peak = len(q.nodes)
+		if cap(q.free) > maxFree {
+			q.free = slices.Clone(q.free)
+		}
+	}
 }
 
 // push appends n to its group's line at its priority.
@@ -470,7 +495,9 @@ func (q *Queue[T]) unlink(n *node[T]) {
 		}
 		delete(lv.groups, g.key)
 		*g = group[T]{}
-		q.freeG = append(q.freeG, g)
+		if len(q.freeG) < maxFree {
+			q.freeG = append(q.freeG, g)
+		}
 	}
 	if n.prio == PriorityLow {
 		if n.agePrev != nil {

@@ -548,3 +548,61 @@ func TestQueueStress(t *testing.T) {
 	default:
 	}
 }
+
+// TestQueueGivesBackADrainedBacklog: after a backlog larger than
+// rebuildAbove drains, the free list is bounded and the key map was
+// rebuilt for what it holds; keys still in the queue (waiting, in
+// processing, delayed) survive the rebuild.
+func TestQueueGivesBackADrainedBacklog(t *testing.T) {
+	q, clk := newTestQueue(t, Options[string]{})
+	const n = 3 * rebuildAbove
+	for i := range n {
+		q.AddWithPriority(fmt.Sprintf("ns-%d/k-%05d", i%7, i), PriorityLow)
+	}
+	q.AddAfter("later", time.Minute)
+	held, _ := q.Get() // in processing across the rebuild
+	for range n - 2 {  // leave one waiting
+		k, _ := q.Get()
+		q.Done(k)
+	}
+	q.mu.Lock()
+	free, nodes, peak := len(q.free), len(q.nodes), q.peak
+	q.mu.Unlock()
+	if free > maxFree {
+		t.Errorf("free list holds %d nodes, want at most %d", free, maxFree)
+	}
+	if peak > rebuildAbove {
+		t.Errorf("peak is %d with %d keys held: the key map was never rebuilt", peak, nodes)
+	}
+	if nodes != 3 {
+		t.Errorf("%d keys held, want 3 (one in processing, one waiting, one delayed)", nodes)
+	}
+	q.Add(held) // queued again on Done
+	q.Done(held)
+	got := map[string]bool{}
+	for range 2 {
+		k, _ := q.Get()
+		got[k] = true
+		q.Done(k)
+	}
+	if !got[held] || len(got) != 2 {
+		t.Errorf("after the rebuild got %v, want %s and the last waiting key", got, held)
+	}
+	clk.Step(time.Minute)
+	eventuallyLen(t, q, 1)
+	if k, _ := q.Get(); k != "later" {
+		t.Errorf("delayed key = %q, want later", k)
+	}
+}
+
+// eventuallyLen waits for the delay goroutine to move keys into the queue.
+func eventuallyLen(t *testing.T, q *Queue[string], want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for q.Len() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("Len = %d, want %d", q.Len(), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

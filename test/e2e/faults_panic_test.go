@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"go.uber.org/goleak"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
@@ -123,4 +125,97 @@ func TestFaultPanicOnOneObject(t *testing.T) {
 // of error lines use this instead.
 func quietLogger() logr.Logger {
 	return funcr.New(func(prefix, args string) {}, funcr.Options{})
+}
+
+// TestFaultShutdownMidBacklog: Run's ctx is cancelled while two workers are
+// in 100ms Reconciles and 40 keys wait. The in-flight Reconciles finish
+// (their ctx still live), no Reconcile starts once the controller has
+// begun stopping (its "Stopping workers" log line, written after it stops
+// handing out keys), Run returns nil well within ShutdownTimeout, and no
+// goroutine of the manager is left.
+func TestFaultShutdownMidBacklog(t *testing.T) {
+	const (
+		n        = 40
+		cost     = 100 * time.Millisecond
+		shutdown = 5 * time.Second
+	)
+	ns := newNamespace(t)
+	fast := fastClient(t, cfg)
+	createMany(t, fast, ns, "backlog", n)
+	baseline := goleak.IgnoreCurrent()
+
+	var (
+		mu       sync.Mutex
+		starts   []time.Time
+		ends     []time.Time
+		ctxDone  int
+		stopping time.Time // when the controller logged that it stopped taking keys
+	)
+	log := funcr.New(func(prefix, args string) {
+		if strings.Contains(args, `"Stopping workers`) {
+			mu.Lock()
+			if stopping.IsZero() {
+				stopping = time.Now()
+			}
+			mu.Unlock()
+		}
+	}, funcr.Options{})
+	mgr := newManager(t, cfg, ns, manager.Options{Logger: log, ShutdownTimeout: shutdown})
+	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = mgr.AddController("backlog", reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		time.Sleep(cost) // simulated work: a cost, not a wait for a condition
+		mu.Lock()
+		defer mu.Unlock()
+		if ctx.Err() != nil {
+			ctxDone++
+		}
+		ends = append(ends, time.Now())
+		return reconcile.Result{}, nil
+	}), manager.ControllerOptions{Workers: 2}, manager.Watch{Source: cms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, mgr)
+	startedCount := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(starts)
+	}
+	eventually(t, waitTimeout, func() bool { return startedCount() >= 4 }, "four Reconciles to start")
+	cancelled, atCancel := time.Now(), startedCount()
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run returned %v, want nil: the in-flight Reconciles fit in ShutdownTimeout", err)
+	}
+	took := r.at.Sub(cancelled)
+
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("cancelled after %d Reconciles had started; Run returned %v later; %d started, %d finished", atCancel, took.Round(time.Millisecond), len(starts), len(ends))
+	if stopping.IsZero() {
+		t.Fatal(`no "Stopping workers" log line`)
+	}
+	for i, s := range starts {
+		if s.After(stopping) {
+			t.Errorf("Reconcile %d started %v after the controller began stopping", i, s.Sub(stopping))
+		}
+	}
+	if len(ends) != len(starts) {
+		t.Errorf("%d Reconciles started but %d finished: Run returned with work in flight", len(starts), len(ends))
+	}
+	if len(starts) >= n {
+		t.Errorf("all %d keys were reconciled: the backlog was worked off instead of left", len(starts))
+	}
+	if ctxDone != 0 {
+		t.Errorf("%d in-flight Reconciles saw their ctx cancelled within ShutdownTimeout, want 0", ctxDone)
+	}
+	if took > shutdown {
+		t.Errorf("Run returned %v after cancel, past ShutdownTimeout %v", took, shutdown)
+	}
+	goleak.VerifyNone(t, baseline)
 }

@@ -30,6 +30,7 @@ func wantErr(t testing.TB, err error, parts ...string) {
 	if err == nil {
 		t.Fatalf("got no error, want one mentioning %q", parts)
 	}
+	t.Logf("error: %v", err) // go test -v lists every bad input's message
 	for _, p := range parts {
 		if !strings.Contains(err.Error(), p) {
 			t.Errorf("error %q does not mention %q", err, p)

@@ -654,7 +654,6 @@ func TestFaultMalformedKubeconfig(t *testing.T) {
 			if err == nil {
 				t.Fatalf("GetConfig returned a config for host %q, want an error", c.Host)
 			}
-			t.Logf("error: %v", err)
 			wantErr(t, err, append(tc.parts, path)...)
 		})
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,11 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/ctrlkit/ctrlkit/examples/internal/rbactest"
 	"github.com/ctrlkit/ctrlkit/examples/sample-controller/pkg/apis/samplecontroller/v1alpha1"
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
@@ -79,7 +78,7 @@ func TestController(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := funcr.New(func(p, a string) { t.Log(p, a) }, funcr.Options{})
-	mgr, err := manager.New(userWithRBAC(t, kube, "rbac.yaml"), manager.Options{Logger: log, Informers: informer.Options{Scheme: scheme}})
+	mgr, err := manager.New(rbactest.User(t, env, kube, "rbac.yaml"), manager.Options{Logger: log, Informers: informer.Options{Scheme: scheme}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,40 +241,6 @@ func TestController(t *testing.T) {
 		t.Fatalf("orphaned Deployment of a deleted Foo was changed: %+v (err=%v)", d, err)
 	}
 	assertNoPanics(t, mgr)
-}
-
-// userWithRBAC returns the config of a new user bound to the ClusterRole in
-// file.
-func userWithRBAC(t *testing.T, kube kubernetes.Interface, file string) *rest.Config {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, _, err := kubescheme.Codecs.UniversalDeserializer().Decode(data, nil, nil)
-	if err != nil {
-		t.Fatalf("decoding %s: %v", file, err)
-	}
-	role, ok := obj.(*rbacv1.ClusterRole)
-	if !ok {
-		t.Fatalf("%s holds a %T, want a ClusterRole", file, obj)
-	}
-	if _, err := kube.RbacV1().ClusterRoles().Create(t.Context(), role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: role.Name}},
-	}
-	if _, err := kube.RbacV1().ClusterRoleBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	user, err := env.AddUser(envtest.User{Name: role.Name}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return user.Config()
 }
 
 func fromUnstructured(t *testing.T, u *unstructured.Unstructured) *v1alpha1.Foo {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/ctrlkit/ctrlkit/examples/internal/rbactest"
 	"github.com/ctrlkit/ctrlkit/examples/website/api/v1alpha1"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
 	"github.com/ctrlkit/ctrlkit/pkg/objects"
@@ -33,6 +34,7 @@ import (
 // the Deployment controller themselves by writing a Deployment's status.
 
 var (
+	env  *envtest.Environment
 	cfg  *rest.Config
 	kube kubernetes.Interface
 	dyn  dynamic.Interface
@@ -45,7 +47,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "website: KUBEBUILDER_ASSETS is not set: run `make test`")
 		os.Exit(1)
 	}
-	env := &envtest.Environment{
+	env = &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("config", "crd")},
 		ErrorIfCRDPathMissing: true,
 	}
@@ -82,7 +84,8 @@ func newNamespace(t *testing.T, prefix string) string {
 	return ns.Name
 }
 
-// startOperator runs the operator until the test ends.
+// startOperator runs the operator until the test ends, as a user that has
+// only the permissions of rbac.yaml.
 func startOperator(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -91,7 +94,8 @@ func startOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := funcr.New(func(p, a string) { t.Log(p, a) }, funcr.Options{})
-	mgr, err := manager.New(cfg, manager.Options{Name: Name, Logger: log, Informers: InformerOptions(scheme)})
+	user := rbactest.User(t, env, kube, "rbac.yaml")
+	mgr, err := manager.New(user, manager.Options{Name: Name, Logger: log, Informers: InformerOptions(scheme)})
 	if err != nil {
 		t.Fatal(err)
 	}

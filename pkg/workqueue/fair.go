@@ -69,9 +69,13 @@ type Queue[T comparable] struct {
 	working  int // keys handed out and not Done
 	delayed  delayHeap[T]
 	shutdown bool
-	free     []*node[T] // at most maxFree: a drained backlog is not kept
+	free     []*node[T] // spare nodes, at most max(maxFree, peak)
 	freeG    []*group[T]
 	peak     int // most keys held since q.nodes was last rebuilt
+	// small: the queue has held under peak/4 since smallSince (see release).
+	small      bool
+	smallSince time.Duration
+	smallTicks uint32
 
 	wake     chan struct{} // a new earliest delayed key; capacity 1
 	stop     chan struct{}
@@ -392,34 +396,48 @@ func (q *Queue[T]) newNode(item T) *node[T] {
 	n.heapIdx = -1
 	q.nodes[item] = n
 	q.peak = max(q.peak, len(q.nodes))
+	if q.small && len(q.nodes) >= q.peak/4 {
+		q.small, q.smallTicks = false, 0 // the backlog came back
+	}
 	return n
 }
 
-// maxFree bounds the free lists, and rebuildAbove is the peak above which
-// the key map is rebuilt once it holds a quarter of its peak: after the
-// initial list of a large cluster has drained, the queue gives back what
-// held it (about 220 B per key) instead of keeping it for good; Go maps
-// never shrink on their own.
+// After a large backlog drains (the initial list of a big cluster), the
+// queue gives back what held it, about 220 B per key: Go maps never shrink
+// on their own, and a free list keeps every node it is given. Once the
+// queue has held under a quarter of its peak for shrinkAfter (a backlog
+// that comes back every few hundred milliseconds keeps its memory, and
+// pays no rebuilds), the key map is rebuilt for what it holds and the
+// free list is cut to maxFree. Only peaks above rebuildAbove are given
+// back. The check runs on release, reading the clock once per 256.
 const (
 	maxFree      = 1024
 	rebuildAbove = 4096
+	shrinkAfter  = time.Second
 )
 
 // release forgets a node that is neither queued, processing nor delayed.
 func (q *Queue[T]) release(n *node[T]) {
 	delete(q.nodes, n.item)
 	*n = node[T]{}
-	if len(q.free) < maxFree {
+	if len(q.free) < max(maxFree, q.peak) {
 		q.free = append(q.free, n)
 	}
-	if q.peak > rebuildAbove && len(q.nodes) < q.peak/4 {
+	if q.peak <= rebuildAbove || len(q.nodes) >= q.peak/4 {
+		return
+	}
+	if q.smallTicks++; q.smallTicks%256 != 1 {
+		return
+	}
+	switch now := q.now(); {
+	case !q.small:
+		q.small, q.smallSince = true, now
+	case now-q.smallSince >= shrinkAfter:
 		nodes := make(map[T]*node[T], len(q.nodes)) // sized for what it holds now
 		maps.Copy(nodes, q.nodes)
-		q.nodes = nodes
-		q.peak = len(q.nodes)
-		if cap(q.free) > maxFree {
-			q.free = slices.Clone(q.free)
-		}
+		q.nodes, q.peak = nodes, len(nodes)
+		q.free = slices.Clone(q.free[:min(len(q.free), maxFree)])
+		q.small, q.smallTicks = false, 0
 	}
 }
 

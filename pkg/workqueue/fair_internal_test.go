@@ -549,30 +549,62 @@ func TestQueueStress(t *testing.T) {
 	}
 }
 
-// TestQueueGivesBackADrainedBacklog: after a backlog larger than
-// rebuildAbove drains, the free list is bounded and the key map was
-// rebuilt for what it holds; keys still in the queue (waiting, in
-// processing, delayed) survive the rebuild.
+// TestQueueGivesBackADrainedBacklog: once a backlog larger than
+// rebuildAbove has drained and the queue stayed small for shrinkAfter, the
+// free list is cut and the key map rebuilt for what it holds; keys still
+// in the queue (waiting, in processing, delayed) survive the rebuild. A
+// backlog that comes back sooner keeps its memory.
 func TestQueueGivesBackADrainedBacklog(t *testing.T) {
 	q, clk := newTestQueue(t, Options[string]{})
 	const n = 3 * rebuildAbove
-	for i := range n {
-		q.AddWithPriority(fmt.Sprintf("ns-%d/k-%05d", i%7, i), PriorityLow)
+	backlog := func(round int) {
+		for i := range n {
+			q.AddWithPriority(fmt.Sprintf("ns-%d/k%d-%05d", i%7, round, i), PriorityLow)
+		}
 	}
-	q.AddAfter("later", time.Minute)
+	cycle := func(k string) { // some activity: one release
+		q.Add(k)
+		k, _ = q.Get()
+		q.Done(k)
+	}
+	state := func() (free, nodes, peak int) {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.free), len(q.nodes), q.peak
+	}
+
+	backlog(0)
+	for range n {
+		cycle("") // drains the backlog in arrival order, after ""
+		k, _ := q.Get()
+		q.Done(k)
+	}
+	// The backlog comes back within shrinkAfter of the queue turning small,
+	// and drains again after shrinkAfter had passed since then: the clock
+	// starts over with the second drain, so nothing is given back yet.
+	clk.Step(shrinkAfter / 2)
+	backlog(1)
+	clk.Step(shrinkAfter/2 + time.Millisecond)
+	q.AddAfter("later", time.Hour)
 	held, _ := q.Get() // in processing across the rebuild
 	for range n - 2 {  // leave one waiting
 		k, _ := q.Get()
 		q.Done(k)
 	}
-	q.mu.Lock()
-	free, nodes, peak := len(q.free), len(q.nodes), q.peak
-	q.mu.Unlock()
+	if _, _, peak := state(); peak < n {
+		t.Fatalf("peak %d: the map was rebuilt though the backlog of %d came back within shrinkAfter", peak, n)
+	}
+
+	clk.Step(shrinkAfter)
+	for range 300 { // the check reads the clock once per 256 releases
+		cycle("tick")
+	}
+	free, nodes, peak := state()
 	if free > maxFree {
 		t.Errorf("free list holds %d nodes, want at most %d", free, maxFree)
 	}
 	if peak > rebuildAbove {
-		t.Errorf("peak is %d with %d keys held: the key map was never rebuilt", peak, nodes)
+		t.Errorf("peak is %d with %d keys held, %v after the backlog drained: the key map was never rebuilt", peak, nodes, shrinkAfter)
 	}
 	if nodes != 3 {
 		t.Errorf("%d keys held, want 3 (one in processing, one waiting, one delayed)", nodes)
@@ -588,7 +620,7 @@ func TestQueueGivesBackADrainedBacklog(t *testing.T) {
 	if !got[held] || len(got) != 2 {
 		t.Errorf("after the rebuild got %v, want %s and the last waiting key", got, held)
 	}
-	clk.Step(time.Minute)
+	clk.Step(time.Hour)
 	eventuallyLen(t, q, 1)
 	if k, _ := q.Get(); k != "later" {
 		t.Errorf("delayed key = %q, want later", k)

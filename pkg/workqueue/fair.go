@@ -50,8 +50,10 @@ const DefaultStarvationBound = 5 * time.Second
 // changes never starves the backlog.
 //
 // Goroutines: one that moves delayed keys into the queue when their time
-// comes, started by the first delay and ended by ShutDown; a queue that
-// never delays a key has none. Metrics are plain numbers kept under the
+// comes, started by the first delay and ended by ShutDown, and, after a
+// backlog of thousands of keys drains, one that waits a second to give its
+// memory back; a queue that never delays a key or holds such a backlog has
+// none. Metrics are plain numbers kept under the
 // queue's lock and read when Prometheus scrapes, so they cost no goroutine
 // and no atomic operation per key.
 type Queue[T comparable] struct {
@@ -72,10 +74,10 @@ type Queue[T comparable] struct {
 	free     []*node[T] // spare nodes, at most max(maxFree, peak)
 	freeG    []*group[T]
 	peak     int // most keys held since q.nodes was last rebuilt
-	// small: the queue has held under peak/4 since smallSince (see release).
-	small      bool
-	smallSince time.Duration
-	smallTicks uint32
+	// small: the queue has held under peak/4 since the shrink timer of
+	// generation smallGen was set (see release).
+	small    bool
+	smallGen uint64
 
 	wake     chan struct{} // a new earliest delayed key; capacity 1
 	stop     chan struct{}
@@ -397,19 +399,19 @@ func (q *Queue[T]) newNode(item T) *node[T] {
 	q.nodes[item] = n
 	q.peak = max(q.peak, len(q.nodes))
 	if q.small && len(q.nodes) >= q.peak/4 {
-		q.small, q.smallTicks = false, 0 // the backlog came back
+		q.small = false // the backlog came back
 	}
 	return n
 }
 
 // After a large backlog drains (the initial list of a big cluster), the
 // queue gives back what held it, about 220 B per key: Go maps never shrink
-// on their own, and a free list keeps every node it is given. Once the
-// queue has held under a quarter of its peak for shrinkAfter (a backlog
-// that comes back every few hundred milliseconds keeps its memory, and
-// pays no rebuilds), the key map is rebuilt for what it holds and the
-// free list is cut to maxFree. Only peaks above rebuildAbove are given
-// back. The check runs on release, reading the clock once per 256.
+// on their own, and a free list keeps every node it is given. When the
+// queue falls under a quarter of its peak it sets a timer; if it is still
+// that small shrinkAfter later, the key map is rebuilt for what it holds
+// and the free list is cut to maxFree. A backlog that comes back sooner
+// keeps its memory and pays no rebuild. Only peaks above rebuildAbove are
+// given back.
 const (
 	maxFree      = 1024
 	rebuildAbove = 4096
@@ -423,22 +425,36 @@ func (q *Queue[T]) release(n *node[T]) {
 	if len(q.free) < max(maxFree, q.peak) {
 		q.free = append(q.free, n)
 	}
-	if q.peak <= rebuildAbove || len(q.nodes) >= q.peak/4 {
+	if q.small || q.shutdown || q.peak <= rebuildAbove || len(q.nodes) >= q.peak/4 {
 		return
 	}
-	if q.smallTicks++; q.smallTicks%256 != 1 {
+	q.small = true
+	q.smallGen++
+	gen := q.smallGen
+	t := q.clock.NewTimer(shrinkAfter)
+	q.wg.Go(func() { // ends when the timer fires or the queue shuts down
+		select {
+		case <-t.C():
+			q.shrinkIfSmall(gen)
+		case <-q.stop:
+			t.Stop()
+		}
+	})
+}
+
+// shrinkIfSmall gives back a drained backlog's memory if the queue has
+// stayed small since the timer of generation gen was set.
+func (q *Queue[T]) shrinkIfSmall(gen uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.small || q.smallGen != gen || q.shutdown {
 		return
 	}
-	switch now := q.now(); {
-	case !q.small:
-		q.small, q.smallSince = true, now
-	case now-q.smallSince >= shrinkAfter:
-		nodes := make(map[T]*node[T], len(q.nodes)) // sized for what it holds now
-		maps.Copy(nodes, q.nodes)
-		q.nodes, q.peak = nodes, len(nodes)
-		q.free = slices.Clone(q.free[:min(len(q.free), maxFree)])
-		q.small, q.smallTicks = false, 0
-	}
+	nodes := make(map[T]*node[T], len(q.nodes)) // sized for what it holds now
+	maps.Copy(nodes, q.nodes)
+	q.nodes, q.peak = nodes, len(nodes)
+	q.free = slices.Clone(q.free[:min(len(q.free), maxFree)])
+	q.small = false
 }
 
 // push appends n to its group's line at its priority.

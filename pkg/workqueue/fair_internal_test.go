@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
@@ -553,88 +554,78 @@ func TestQueueStress(t *testing.T) {
 // rebuildAbove has drained and the queue stayed small for shrinkAfter, the
 // free list is cut and the key map rebuilt for what it holds; keys still
 // in the queue (waiting, in processing, delayed) survive the rebuild. A
-// backlog that comes back sooner keeps its memory.
+// backlog that comes back sooner keeps its memory. It runs in a synctest
+// bubble so that synctest.Wait lets the shrink goroutine finish.
 func TestQueueGivesBackADrainedBacklog(t *testing.T) {
-	q, clk := newTestQueue(t, Options[string]{})
-	const n = 3 * rebuildAbove
-	backlog := func(round int) {
-		for i := range n {
-			q.AddWithPriority(fmt.Sprintf("ns-%d/k%d-%05d", i%7, round, i), PriorityLow)
+	synctest.Test(t, func(t *testing.T) {
+		q, clk := newTestQueue(t, Options[string]{})
+		const n = 3 * rebuildAbove
+		backlog := func(round, count int) {
+			for i := range count {
+				q.AddWithPriority(fmt.Sprintf("ns-%d/k%d-%05d", i%7, round, i), PriorityLow)
+			}
 		}
-	}
-	cycle := func(k string) { // some activity: one release
-		q.Add(k)
-		k, _ = q.Get()
-		q.Done(k)
-	}
-	state := func() (free, nodes, peak int) {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return len(q.free), len(q.nodes), q.peak
-	}
-
-	backlog(0)
-	for range n {
-		cycle("") // drains the backlog in arrival order, after ""
-		k, _ := q.Get()
-		q.Done(k)
-	}
-	// The backlog comes back within shrinkAfter of the queue turning small,
-	// and drains again after shrinkAfter had passed since then: the clock
-	// starts over with the second drain, so nothing is given back yet.
-	clk.Step(shrinkAfter / 2)
-	backlog(1)
-	clk.Step(shrinkAfter/2 + time.Millisecond)
-	q.AddAfter("later", time.Hour)
-	held, _ := q.Get() // in processing across the rebuild
-	for range n - 2 {  // leave one waiting
-		k, _ := q.Get()
-		q.Done(k)
-	}
-	if _, _, peak := state(); peak < n {
-		t.Fatalf("peak %d: the map was rebuilt though the backlog of %d came back within shrinkAfter", peak, n)
-	}
-
-	clk.Step(shrinkAfter)
-	for range 300 { // the check reads the clock once per 256 releases
-		cycle("tick")
-	}
-	free, nodes, peak := state()
-	if free > maxFree {
-		t.Errorf("free list holds %d nodes, want at most %d", free, maxFree)
-	}
-	if peak > rebuildAbove {
-		t.Errorf("peak is %d with %d keys held, %v after the backlog drained: the key map was never rebuilt", peak, nodes, shrinkAfter)
-	}
-	if nodes != 3 {
-		t.Errorf("%d keys held, want 3 (one in processing, one waiting, one delayed)", nodes)
-	}
-	q.Add(held) // queued again on Done
-	q.Done(held)
-	got := map[string]bool{}
-	for range 2 {
-		k, _ := q.Get()
-		got[k] = true
-		q.Done(k)
-	}
-	if !got[held] || len(got) != 2 {
-		t.Errorf("after the rebuild got %v, want %s and the last waiting key", got, held)
-	}
-	clk.Step(time.Hour)
-	eventuallyLen(t, q, 1)
-	if k, _ := q.Get(); k != "later" {
-		t.Errorf("delayed key = %q, want later", k)
-	}
-}
-
-// eventuallyLen waits for the delay goroutine to move keys into the queue.
-func eventuallyLen(t *testing.T, q *Queue[string], want int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for q.Len() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("Len = %d, want %d", q.Len(), want)
+		drain := func(k int) {
+			for range k {
+				k, _ := q.Get()
+				q.Done(k)
+			}
 		}
-		time.Sleep(time.Millisecond)
-	}
+		state := func() (free, nodes, peak int) {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			return len(q.free), len(q.nodes), q.peak
+		}
+
+		// Half the backlog comes back within shrinkAfter of the queue
+		// turning small: the timer set then finds it large again and gives
+		// nothing back (a rebuild now would leave the peak at n/2).
+		backlog(0, n)
+		drain(n)
+		clk.Step(shrinkAfter / 2)
+		backlog(1, n/2)
+		clk.Step(shrinkAfter)
+		synctest.Wait()
+		if _, _, peak := state(); peak < n {
+			t.Fatalf("peak %d: the map was rebuilt though a backlog of %d came back within shrinkAfter", peak, n/2)
+		}
+
+		q.AddAfter("later", time.Hour)
+		held, _ := q.Get() // in processing across the rebuild
+		drain(n/2 - 2)     // leave one waiting
+		clk.Step(shrinkAfter - time.Millisecond)
+		synctest.Wait()
+		if _, _, peak := state(); peak < n {
+			t.Fatalf("peak %d: the map was rebuilt before shrinkAfter", peak)
+		}
+		clk.Step(time.Millisecond)
+		synctest.Wait()
+		free, nodes, peak := state()
+		if free > maxFree {
+			t.Errorf("free list holds %d nodes, want at most %d", free, maxFree)
+		}
+		if peak > rebuildAbove {
+			t.Errorf("peak is %d with %d keys held, %v after the backlog drained: the key map was never rebuilt", peak, nodes, shrinkAfter)
+		}
+		if nodes != 3 {
+			t.Errorf("%d keys held, want 3 (one in processing, one waiting, one delayed)", nodes)
+		}
+		q.Add(held) // queued again on Done
+		q.Done(held)
+		got := map[string]bool{}
+		for range 2 {
+			k, _ := q.Get()
+			got[k] = true
+			q.Done(k)
+		}
+		if !got[held] || len(got) != 2 {
+			t.Errorf("after the rebuild got %v, want %s and the last waiting key", got, held)
+		}
+		clk.Step(time.Hour)
+		synctest.Wait()
+		if k, _ := q.Get(); k != "later" {
+			t.Errorf("delayed key = %q, want later", k)
+		}
+		q.ShutDown()
+	})
 }

@@ -102,6 +102,11 @@ func (st *started) stop() error {
 	}
 }
 
+// heapSettle is how long a manager idles after its last initial Reconcile
+// before its heap is measured: longer than the second after which ctrlkit's
+// queue gives back what a drained backlog held.
+const heapSettle = 2 * time.Second
+
 // coldStart starts fw's manager for s and measures its cold start until
 // every object (want, named prefix...) was reconciled once, then its heap.
 // The manager keeps running; on error it is stopped.
@@ -118,6 +123,9 @@ func coldStart(ctx context.Context, cfg *rest.Config, fw framework, s setup, wan
 		_ = st.stop()
 		return nil, err
 	}
+	// The steady state after the initial list, not its last instant: a
+	// settled manager, idle, for heapSettle. The time passing is the point.
+	time.Sleep(heapSettle)
 	st.res.heap = heapInUse() - st.baseHeap
 	return st, nil
 }

@@ -255,6 +255,26 @@ func TestFaultErrorStorm(t *testing.T) {
 	converged(t, waitTimeout, fast, ns, cms.Lister(), nil, &tr)
 }
 
+// trackConfigMaps declares mgr's ConfigMap informer and adds a controller
+// named name, with 2 workers, whose Reconcile only records in the returned
+// seen what the lister holds.
+func trackConfigMaps(t testing.TB, mgr *manager.Manager, name string) (*informer.Informer[*corev1.ConfigMap], *seen) {
+	t.Helper()
+	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &seen{}
+	_, err = mgr.AddController(name, reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		tr.reconciled(cms.Lister(), req)
+		return reconcile.Result{}, nil
+	}), manager.ControllerOptions{Workers: 2}, manager.Watch{Source: cms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cms, tr
+}
+
 func cmRV(t testing.TB, c kubernetes.Interface, ns, name string) string {
 	t.Helper()
 	cm, err := c.CoreV1().ConfigMaps(ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -454,20 +474,9 @@ func TestFaultAPIServerRestart(t *testing.T) {
 
 	rc := &requestCounter{}
 	mgr := newManager(t, rc.config(c), ns, manager.Options{})
-	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tr seen
-	_, err = mgr.AddController("restart", reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-		tr.reconciled(cms.Lister(), req)
-		return reconcile.Result{}, nil
-	}), manager.ControllerOptions{Workers: 2}, manager.Watch{Source: cms})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cms, tr := trackConfigMaps(t, mgr, "restart")
 	r := start(t, mgr)
-	converged(t, waitTimeout, admin, ns, cms.Lister(), nil, &tr)
+	converged(t, waitTimeout, admin, ns, cms.Lister(), nil, tr)
 	before := rc.snapshot()
 
 	api := e.ControlPlane.APIServer
@@ -517,7 +526,7 @@ func TestFaultAPIServerRestart(t *testing.T) {
 	createMany(t, admin, ns, "new", 5)
 	updateAll(t, admin, ns, names[5:], 2)
 
-	converged(t, 2*waitTimeout, admin, ns, cms.Lister(), deleted, &tr)
+	converged(t, 2*waitTimeout, admin, ns, cms.Lister(), deleted, tr)
 	t.Logf("API requests by the manager after the restart: %+v", rc.snapshot().sub(before))
 	if r.returned() {
 		t.Fatalf("Run returned %v, want it still running", r.err)
@@ -542,20 +551,9 @@ func TestFaultCompactionForcesRelist(t *testing.T) {
 	p := startProxy(t, e.ControlPlane.APIServer.SecureServing.HostPort())
 	rc := &requestCounter{}
 	mgr := newManager(t, rc.config(p.config(c)), ns, manager.Options{})
-	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tr seen
-	_, err = mgr.AddController("compaction", reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-		tr.reconciled(cms.Lister(), req)
-		return reconcile.Result{}, nil
-	}), manager.ControllerOptions{Workers: 2}, manager.Watch{Source: cms})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cms, tr := trackConfigMaps(t, mgr, "compaction")
 	r := start(t, mgr)
-	converged(t, waitTimeout, admin, ns, cms.Lister(), nil, &tr)
+	converged(t, waitTimeout, admin, ns, cms.Lister(), nil, tr)
 	lastSeen := cms.Informer().LastSyncResourceVersion()
 	// A watch that ends within a second of starting makes the reflector
 	// relist at once; one that ran longer is resumed from where it was,
@@ -602,7 +600,7 @@ func TestFaultCompactionForcesRelist(t *testing.T) {
 	t.Logf("informer last saw resourceVersion %s; etcd compacted at revision %d", lastSeen, rev)
 
 	p.restore(t)
-	converged(t, 2*waitTimeout, admin, ns, cms.Lister(), deleted, &tr)
+	converged(t, 2*waitTimeout, admin, ns, cms.Lister(), deleted, tr)
 	after := rc.snapshot().sub(before)
 	var trail []string
 	resumed, relisted := false, false

@@ -9,15 +9,22 @@ BIN := $(CURDIR)/bin
 # A KUBEBUILDER_ASSETS from setup-envtest is used as is; otherwise the
 # control plane is built from Go modules into bin/k8s (hack/envtest).
 ENVTEST_DIR := $(if $(KUBEBUILDER_ASSETS),$(KUBEBUILDER_ASSETS),$(BIN)/k8s)
-UNIT_PKGS = $$($(GO) list ./... | grep -v -e /test/e2e -e /examples/)
+
+# The library is the root module; the modules beside it hold what needs
+# controller-runtime or tools, and go.work joins them (docs/modules.md).
+MODULES := . bench cmd/ctrlkit examples hack test
+# Tools pinned in hack/tools/go.mod, built from source into bin/.
+TOOLS_MOD := $(CURDIR)/hack/tools/go.mod
+STATICCHECK := $(BIN)/staticcheck
+CONTROLLER_GEN := $(BIN)/controller-gen
 
 .PHONY: help
 help: ## Show the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## Build every package and the example operators
-	$(GO) build ./...
+build: ## Build every package of every module, the example operators included
+	for m in $(MODULES); do (cd $$m && $(GO) build -o /dev/null ./...) || exit 1; done
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver and etcd for envtest into bin/k8s (skipped when KUBEBUILDER_ASSETS is set)
@@ -31,8 +38,10 @@ endif
 test: unit e2e ## Run every unit test with -race, then the e2e tests under envtest
 
 .PHONY: unit
-unit: ## Run the unit tests with -race
-	$(GO) test -race -count=1 -skip '^TestNewProjectE2E$$' $(UNIT_PKGS)
+unit: ## Run the unit tests with -race (the library outside the workspace, against its own go.mod), and check the library's dependency graph
+	GOWORK=off $(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -skip '^TestNewProjectE2E$$' ./bench/... ./cmd/ctrlkit/...
+	$(GO) test -count=1 ./test/modgraph/
 
 .PHONY: e2e
 e2e: envtest ## Run the e2e tests against a real kube-apiserver and etcd
@@ -40,9 +49,35 @@ e2e: envtest ## Run the e2e tests against a real kube-apiserver and etcd
 	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) $(GO) test -count=1 -timeout 30m -run '^TestNewProjectE2E$$' ./cmd/ctrlkit/
 
 .PHONY: lint
-lint: ## go vet and a gofmt check
-	$(GO) vet ./...
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+lint: vet fmt-check staticcheck tidy-check verify-generate size-check ## Every check a reviewer makes: go vet, gofmt, staticcheck, go mod tidy, generated files, file sizes
+
+.PHONY: vet
+vet: ## go vet every module
+	for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+
+.PHONY: fmt-check
+fmt-check: ## Fail if a tracked Go file is not gofmt'ed
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed (run gofmt -w on these):"; echo "$$out"; exit 1; fi
+
+.PHONY: staticcheck
+staticcheck: $(STATICCHECK) ## staticcheck every module (pinned in hack/tools)
+	for m in $(MODULES); do (cd $$m && $(STATICCHECK) ./...) || exit 1; done
+
+.PHONY: tidy-check
+tidy-check: ## Fail if go mod tidy would change any module's go.mod or go.sum
+	@for m in $(MODULES) hack/tools hack/envtest/apiserver hack/envtest/etcd; do \
+		(cd $$m && GOWORK=off $(GO) mod tidy -diff) || { echo "go.mod/go.sum of $$m are not tidy: run (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; \
+	done
+
+.PHONY: size-check
+size-check: ## Fail if git tracks a file over 1 MiB or an executable (hack/check-size.sh)
+	hack/check-size.sh
+
+$(STATICCHECK): hack/tools/go.mod hack/tools/go.sum
+	GOWORK=off $(GO) build -modfile=$(TOOLS_MOD) -o $@ honnef.co/go/tools/cmd/staticcheck
+
+$(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
+	GOWORK=off $(GO) build -modfile=$(TOOLS_MOD) -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
 .PHONY: bench
 bench: ## Benchmark ctrlkit's queue side by side with client-go's and controller-runtime's and print the tables (bench/README.md; raw output in bin/bench.txt)
@@ -63,17 +98,15 @@ endif
 	$(GO) build -o $(BIN)/demo ./hack/demo
 	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) OPERATOR=$(BIN)/website CRDS=$(CURDIR)/examples/website/config/crd $(BIN)/demo
 
-# controller-gen, pinned in the hack/tools module and run from source.
-CONTROLLER_GEN = $(GO) run -modfile=$(CURDIR)/hack/tools/go.mod sigs.k8s.io/controller-tools/cmd/controller-gen
 WEBSITE_API := ./examples/website/api/...
 WEBSITE_CRDS := examples/website/config/crd
 
 .PHONY: generate
-generate: ## Regenerate the website example's deepcopy code and CRD manifest with controller-gen (pinned in hack/tools)
+generate: $(CONTROLLER_GEN) ## Regenerate the website example's deepcopy code and CRD manifest with controller-gen (pinned in hack/tools)
 	$(CONTROLLER_GEN) object paths=$(WEBSITE_API) crd output:crd:dir=$(WEBSITE_CRDS)
 
 .PHONY: verify-generate
-verify-generate: ## Check that the committed generated files are what `make generate` writes
+verify-generate: $(CONTROLLER_GEN) ## Check that the committed generated files are what `make generate` writes
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(CONTROLLER_GEN) object paths=$(WEBSITE_API) output:object:dir=$$tmp/object crd output:crd:dir=$$tmp/crd; \
 	if ! { diff -u examples/website/api/v1alpha1/zz_generated.deepcopy.go $$tmp/object/zz_generated.deepcopy.go && \

@@ -413,7 +413,7 @@ func (d *demo) deploymentIs(replicas int32, image string, port int32) func(conte
 		}
 		c := dep.Spec.Template.Spec.Containers
 		if ptr.Deref(dep.Spec.Replicas, 0) != replicas || len(c) != 1 || c[0].Image != image || len(c[0].Ports) != 1 || c[0].Ports[0].ContainerPort != port {
-			return fmt.Errorf("Deployment has %d replicas of %+v, want %d of %s on port %d", ptr.Deref(dep.Spec.Replicas, 0), c, replicas, image, port)
+			return fmt.Errorf("the Deployment has %d replicas of %+v, want %d of %s on port %d", ptr.Deref(dep.Spec.Replicas, 0), c, replicas, image, port)
 		}
 		return d.controlled(ctx, dep)
 	}
@@ -426,7 +426,7 @@ func (d *demo) serviceIs(port int32) func(context.Context) error {
 			return err
 		}
 		if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != port {
-			return fmt.Errorf("Service ports %+v, want %d", svc.Spec.Ports, port)
+			return fmt.Errorf("the Service ports %+v, want %d", svc.Spec.Ports, port)
 		}
 		return d.controlled(ctx, svc)
 	}
@@ -484,7 +484,7 @@ func (d *demo) ready(status metav1.ConditionStatus) func(context.Context) error 
 			return err
 		}
 		if c := objects.FindCondition(site.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != status || c.ObservedGeneration != site.Generation {
-			return fmt.Errorf("Ready is %+v, want %s", c, status)
+			return fmt.Errorf("the Ready is %+v, want %s", c, status)
 		}
 		return nil
 	}
@@ -504,7 +504,7 @@ func (d *demo) routeGone(ctx context.Context) error {
 func (d *demo) websiteGone(ctx context.Context) error {
 	site, err := d.website(ctx)
 	if err == nil {
-		return fmt.Errorf("Website %s still exists, finalizers %v", site.Name, site.Finalizers)
+		return fmt.Errorf("the Website %s still exists, finalizers %v", site.Name, site.Finalizers)
 	}
 	if apierrors.IsNotFound(err) {
 		return nil

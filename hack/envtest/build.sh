@@ -12,6 +12,8 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
 export CGO_ENABLED=0
+# These modules are build recipes outside the workspace (go.work).
+export GOWORK=off
 
 if ! "$out/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes $KUBE_VERSION"; then
 	echo "envtest: building kube-apiserver $KUBE_VERSION (a few minutes on a cold cache)" >&2

@@ -18,7 +18,7 @@ var managedFields = []metav1.ManagedFieldsEntry{{
 	Operation:  metav1.ManagedFieldsOperationApply,
 	APIVersion: "v1",
 	FieldsType: "FieldsV1",
-	FieldsV1:   &metav1.FieldsV1{Raw: []byte(`{"f:data":{"f:key":{}}}`)},
+	FieldsV1:   metav1.NewFieldsV1(`{"f:data":{"f:key":{}}}`),
 }}
 
 func withManagedFields(cm *corev1.ConfigMap) *corev1.ConfigMap {

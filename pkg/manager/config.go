@@ -30,12 +30,10 @@ func GetConfig() (*rest.Config, error) {
 // most problems as "no configuration has been provided", naming no file.
 func explainConfigError(rules *clientcmd.ClientConfigLoadingRules, err error) error {
 	files := rules.GetLoadingPrecedence()
-	var found, missing []string
+	var found []string
 	for _, f := range files {
 		if _, statErr := os.Stat(f); statErr == nil {
 			found = append(found, f)
-		} else {
-			missing = append(missing, f)
 		}
 	}
 	if len(found) == 0 {

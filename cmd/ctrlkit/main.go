@@ -25,6 +25,7 @@ const usage = `ctrlkit is the command-line tool of the ctrlkit operator framewor
 
 Usage:
   ctrlkit new [flags] DIR   write a new operator project into DIR
+  ctrlkit version           print the version of ctrlkit
   ctrlkit help              show this help
 
 Run 'ctrlkit new -h' for the flags of new.
@@ -40,10 +41,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "new":
 		return runNew(args[1:], stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, versionLine())
+		return 0
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
 	fmt.Fprintf(stderr, "ctrlkit: unknown command %q\n\n%s", args[0], usage)
 	return 2
+}
+
+// versionLine is what ctrlkit version prints: the release, and whether this
+// binary was built from a working tree rather than installed at a release.
+func versionLine() string {
+	if v := ctrlkitVersion(); v != develVersion {
+		return "ctrlkit " + v
+	}
+	return "ctrlkit " + release + " (built from a working tree; generated projects need --ctrlkit-replace)"
 }

@@ -23,6 +23,14 @@ import (
 // require.
 const ctrlkitModule = "github.com/ctrlkit/ctrlkit"
 
+// commandModule is the module of this command, released with the library
+// under the same version (tags vX.Y.Z and cmd/ctrlkit/vX.Y.Z).
+const commandModule = ctrlkitModule + "/cmd/ctrlkit"
+
+// release is the version of ctrlkit this source tree is: the newest entry
+// of CHANGELOG.md (TestReleaseMatchesChangelog).
+const release = "v0.1.0"
+
 // develVersion is the version a generated go.mod requires of ctrlkit when
 // this binary does not know its own release (built from a working tree):
 // the placeholder Go uses for replaced modules.
@@ -329,10 +337,13 @@ func pluralize(s string) string {
 
 // ctrlkitVersion is the release of ctrlkit this binary was built from
 // (go install github.com/ctrlkit/ctrlkit/cmd/ctrlkit@vX.Y.Z), or
-// develVersion when it was built from a working tree.
+// develVersion when it was built from a working tree. The command and the
+// library are released together under one version, so the command's
+// version is the library version a generated project requires.
 func ctrlkitVersion() string {
 	bi, ok := debug.ReadBuildInfo()
-	if !ok || bi.Main.Path != ctrlkitModule || !semver.IsValid(bi.Main.Version) || semver.Build(bi.Main.Version) != "" {
+	if !ok || bi.Main.Path != commandModule || !semver.IsValid(bi.Main.Version) ||
+		semver.Build(bi.Main.Version) != "" || module.IsPseudoVersion(bi.Main.Version) {
 		return develVersion
 	}
 	return bi.Main.Version

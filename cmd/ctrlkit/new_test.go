@@ -373,10 +373,25 @@ func TestCommands(t *testing.T) {
 		{[]string{"help"}, 0, "ctrlkit new [flags] DIR"},
 		{[]string{"bogus"}, 2, `unknown command "bogus"`},
 		{[]string{"new", "-h"}, 0, "-ctrlkit-replace"},
+		{[]string{"version"}, 0, "ctrlkit " + release},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(tc.args, &out, &errb); code != tc.code || !strings.Contains(out.String()+errb.String(), tc.out) {
 			t.Errorf("ctrlkit %q: status %d, output %q; want status %d and %q", tc.args, code, out.String()+errb.String(), tc.code, tc.out)
 		}
 	}
+}
+
+// TestReleaseMatchesChangelog keeps the version ctrlkit version prints in
+// step with the newest release in CHANGELOG.md.
+func TestReleaseMatchesChangelog(t *testing.T) {
+	for _, line := range strings.Split(string(mustRead(t, filepath.Join("..", "..", "CHANGELOG.md"))), "\n") {
+		if v, ok := strings.CutPrefix(line, "## "); ok {
+			if v, _, _ = strings.Cut(v, " "); v != release {
+				t.Errorf("CHANGELOG.md's newest release is %s, the release constant in new.go %s: keep them equal", v, release)
+			}
+			return
+		}
+	}
+	t.Error("CHANGELOG.md has no release heading (## vX.Y.Z - date)")
 }

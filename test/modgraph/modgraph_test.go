@@ -80,15 +80,22 @@ func TestConsumerGraph(t *testing.T) {
 	goCmd(t, dir, "mod", "tidy")
 
 	all := strings.Fields(goCmd(t, dir, "list", "-m", "-f", "{{.Path}}", "all"))
+	graph := strings.Split(goCmd(t, dir, "mod", "graph"), "\n")
 	for _, m := range forbidden[:2] {
 		if slices.Contains(all, m) {
-			t.Errorf("a module importing ctrlkit's pkg/... gets %s in its module graph: move what needs it out of the root go.mod (docs/modules.md)\n%s",
-				m, goCmd(t, dir, "mod", "graph"))
+			var via []string
+			for _, line := range graph {
+				if strings.Contains(line, " "+m+"@") {
+					via = append(via, line)
+				}
+			}
+			t.Errorf("a module importing ctrlkit's pkg/... gets %s in its module graph, required by:\n\t%s\nmove what needs it out of the root go.mod (docs/modules.md)",
+				m, strings.Join(via, "\n\t"))
 		}
 	}
 
 	// ctrlkit's own requirements, as the consumer's module graph sees them.
-	for _, line := range strings.Split(goCmd(t, dir, "mod", "graph"), "\n") {
+	for _, line := range graph {
 		from, to, ok := strings.Cut(line, " ")
 		if !ok || !strings.HasPrefix(from, library+"@") {
 			continue

@@ -33,7 +33,7 @@ func (q *Queue[T]) moveReady() time.Duration {
 	for q.delayed.len() > 0 && q.delayed.nodes[0].readyAt <= now {
 		n := q.delayed.nodes[0]
 		q.delayed.remove(n) // ShutDown empties the heap, so the queue is open
-		q.addLocked(n, n.delayPrio)
+		q.addLocked(n, PriorityNormal)
 	}
 	if q.delayed.len() > 0 {
 		return q.delayed.nodes[0].readyAt - now

@@ -2,8 +2,6 @@ package workqueue
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -33,9 +31,9 @@ func (p Priority) String() string {
 	return [...]string{"low", "normal", "high"}[p.level()]
 }
 
-// DefaultStarvationBound is how long a PriorityLow key may wait before it is
-// served as if it were PriorityNormal, unless Options.StarvationBound says
-// otherwise.
+// DefaultStarvationBound is how long the oldest PriorityLow key may wait
+// before the low keys get their share of Gets, unless
+// Options.StarvationBound says otherwise.
 const DefaultStarvationBound = 5 * time.Second
 
 // Queue is ctrlkit's work queue: client-go's semantics (see the package
@@ -45,17 +43,17 @@ const DefaultStarvationBound = 5 * time.Second
 // Waiting keys are served highest priority first. Within a priority, keys
 // are grouped by Options.Group (the namespace of a reconcile.Request, say)
 // and the groups take turns, so one group with 10,000 waiting keys cannot
-// starve another with one. A PriorityLow key that has waited longer than
-// Options.StarvationBound moves to PriorityNormal, so a steady stream of
-// changes never starves the backlog.
+// starve another with one. Once the oldest PriorityLow key has waited
+// Options.StarvationBound, the low keys get one Get in every four while
+// keys of higher priority wait, so a steady stream of changes never starves
+// the backlog, and the backlog never holds up a change by more than one Get.
 //
-// Goroutines: one that moves delayed keys into the queue when their time
-// comes, started by the first delay and ended by ShutDown, and, after a
-// backlog of thousands of keys drains, one that waits a second to give its
-// memory back; a queue that never delays a key or holds such a backlog has
-// none. Metrics are plain numbers kept under the
-// queue's lock and read when Prometheus scrapes, so they cost no goroutine
-// and no atomic operation per key.
+// Goroutines: one, which moves delayed keys into the queue when their time
+// comes; the first key delayed (by AddAfter or AddRateLimited with a
+// positive delay) starts it and ShutDown ends it. A queue that never delays
+// a key has none. Metrics are plain
+// numbers kept under the queue's lock and read when Prometheus scrapes, so
+// they cost no goroutine and no atomic operation per key.
 type Queue[T comparable] struct {
 	rl       RateLimiter[T]
 	groupOf  func(T) string
@@ -67,17 +65,15 @@ type Queue[T comparable] struct {
 	cond     sync.Cond
 	nodes    map[T]*node[T]
 	levels   [numLevels]level[T]
-	ready    int // keys in the levels
-	working  int // keys handed out and not Done
+	ready    int            // keys in the levels
+	held     [numLevels]int // keys queued while in processing, by priority: Done queues them
+	passed   int            // Gets that went to higher keys while low keys waited, since a low one
+	working  int            // keys handed out and not Done
 	delayed  delayHeap[T]
 	shutdown bool
-	free     []*node[T] // spare nodes, at most max(maxFree, peak)
-	freeG    []*group[T]
-	peak     int // most keys held since q.nodes was last rebuilt
-	// small: the queue has held under peak/4 since the shrink timer of
-	// generation smallGen was set (see release).
-	small    bool
-	smallGen uint64
+	drain    bool        // ShutDownWithDrain waits, and ShutDown has not been called
+	free     []*node[T]  // spare nodes, at most maxFree
+	freeG    []*group[T] // spare groups, at most maxFree
 
 	wake     chan struct{} // a new earliest delayed key; capacity 1
 	stop     chan struct{}
@@ -88,40 +84,10 @@ type Queue[T comparable] struct {
 	stats    stats     // metrics, when metricOn
 }
 
-// node is the state of one key that is waiting, in processing, or delayed.
-type node[T comparable] struct {
-	item       T
-	prio       Priority  // level while waiting
-	queued     bool      // waiting, or to be re-queued on Done (client-go's "dirty")
-	processing bool      // handed out by Get, Done not yet called
-	inLevel    bool      // linked into a level
-	group      *group[T] // while in a level
-	prev, next *node[T]  // FIFO within the group
-	agePrev    *node[T]  // PriorityLow age list
-	ageNext    *node[T]
-	since      time.Duration // when it entered its level, since q.epoch (low keys, or metrics)
-	started    time.Duration // when Get handed it out, since q.epoch (metrics)
-	procPrev   *node[T]      // list of keys in processing (metrics)
-	procNext   *node[T]
-	readyAt    time.Duration // while delayed, since q.epoch
-	heapIdx    int           // index in delayed, -1 when not delayed
-	delayPrio  Priority      // priority to enter with when the delay ends
-}
-
-// group is a FIFO of the keys of one fairness group at one level; the
-// groups of a level form a ring that Get walks round-robin.
-type group[T comparable] struct {
-	key        string
-	head, tail *node[T]
-	prev, next *group[T] // ring
-}
-
-type level[T comparable] struct {
-	groups           map[string]*group[T]
-	cursor           *group[T] // next group to serve; nil when empty
-	n                int
-	ageHead, ageTail *node[T] // PriorityLow only: all keys by arrival
-}
+// maxFree bounds the spare nodes and groups a Queue keeps, so that the
+// steady state of Add, Get and Done allocates nothing while a drained
+// backlog of any size leaves at most maxFree of each behind.
+const maxFree = 256
 
 // New returns a started Queue. It fails if Metrics is set without a Name,
 // or if StarvationBound is negative.
@@ -162,15 +128,16 @@ func New[T comparable](opts Options[T]) (*Queue[T], error) {
 	return q, nil
 }
 
-var _ Interface[string] = (*Queue[string])(nil)
+var _ PriorityInterface[string] = (*Queue[string])(nil)
 
 // Add queues item at PriorityNormal.
 func (q *Queue[T]) Add(item T) { q.AddWithPriority(item, PriorityNormal) }
 
 // AddWithPriority queues item at priority p. A key that is already waiting
 // stays where it is, unless p is higher than its priority: then it moves to
-// the end of p's line. A key in processing is queued again on Done, at the
-// highest priority it was given meanwhile.
+// the end of p's line, keeping the time it has waited. A key in processing
+// is queued again on Done, at the highest priority it was given meanwhile.
+// A key waiting on AddAfter is queued now and its delay dropped.
 func (q *Queue[T]) AddWithPriority(item T, p Priority) {
 	p = max(PriorityLow, min(p, PriorityHigh))
 	q.mu.Lock()
@@ -191,24 +158,31 @@ func (q *Queue[T]) AddWithPriority(item T, p Priority) {
 // addLocked marks n as queued at priority p (or higher, if it already is).
 func (q *Queue[T]) addLocked(n *node[T], p Priority) {
 	if n.queued {
-		if p > n.prio {
-			if n.inLevel {
-				q.unlink(n)
-				n.prio = p
-				q.push(n)
-			} else {
-				n.prio = p
-			}
+		if p <= n.prio {
+			return
+		}
+		if n.inLine {
+			q.unlink(n)
+			n.prio = p
+			q.push(n)
+		} else { // in processing: Done queues it
+			q.held[n.prio.level()]--
+			n.prio = p
+			q.held[p.level()]++
 		}
 		return
 	}
 	n.queued = true
 	n.prio = p
+	if p == PriorityLow || q.metricOn {
+		n.since = q.now() // a low key's age, and the start of its queue duration
+	}
 	if q.metricOn {
 		q.stats.adds++
 	}
 	if n.processing {
-		return // Done queues it again
+		q.held[p.level()]++
+		return
 	}
 	q.push(n)
 	q.cond.Signal()
@@ -227,6 +201,9 @@ func (q *Queue[T]) AddAfter(item T, d time.Duration) {
 	defer q.mu.Unlock()
 	if q.shutdown {
 		return
+	}
+	if q.metricOn {
+		q.stats.retries++
 	}
 	n := q.nodes[item]
 	if n == nil {
@@ -247,7 +224,6 @@ func (q *Queue[T]) AddAfter(item T, d time.Duration) {
 		q.delayed.fix(n)
 	} else {
 		n.readyAt = at
-		n.delayPrio = PriorityNormal
 		q.delayed.push(n)
 	}
 	if q.delayed.nodes[0] == n {
@@ -259,15 +235,7 @@ func (q *Queue[T]) AddAfter(item T, d time.Duration) {
 }
 
 // AddRateLimited queues item after the delay its rate limiter asks for.
-func (q *Queue[T]) AddRateLimited(item T) {
-	d := q.rl.When(item)
-	if q.metricOn {
-		q.mu.Lock()
-		q.stats.retries++
-		q.mu.Unlock()
-	}
-	q.AddAfter(item, d)
-}
+func (q *Queue[T]) AddRateLimited(item T) { q.AddAfter(item, q.rl.When(item)) }
 
 // Forget makes the rate limiter forget item's failures.
 func (q *Queue[T]) Forget(item T) { q.rl.Forget(item) }
@@ -328,6 +296,7 @@ func (q *Queue[T]) Done(item T) {
 	}
 	switch {
 	case n.queued: // as client-go, even after ShutDown: Get still hands it out
+		q.held[n.prio.level()]--
 		q.push(n)
 		q.cond.Signal()
 	case n.heapIdx < 0:
@@ -346,20 +315,22 @@ func (q *Queue[T]) Len() int {
 }
 
 // ShutDown makes Add a no-op and drops delayed keys; Get hands out the keys
-// still waiting and then returns shutdown=true. It waits for the queue's
-// goroutines to end.
+// still waiting and then returns shutdown=true. A ShutDownWithDrain that is
+// waiting for keys in processing stops waiting. ShutDown waits for the
+// queue's goroutine to end.
 func (q *Queue[T]) ShutDown() {
 	q.shutDown(false)
 }
 
 // ShutDownWithDrain is ShutDown that also waits until every key handed out
-// by Get has been marked Done.
+// by Get has been marked Done, or until ShutDown is called.
 func (q *Queue[T]) ShutDownWithDrain() {
 	q.shutDown(true)
 }
 
 func (q *Queue[T]) shutDown(drain bool) {
 	q.mu.Lock()
+	q.drain = drain
 	if !q.shutdown {
 		q.shutdown = true
 		close(q.stop)
@@ -372,7 +343,7 @@ func (q *Queue[T]) shutDown(drain bool) {
 		}
 	}
 	q.cond.Broadcast()
-	for drain && q.working > 0 {
+	for q.drain && q.working > 0 {
 		q.cond.Wait()
 	}
 	q.mu.Unlock()
@@ -397,207 +368,19 @@ func (q *Queue[T]) newNode(item T) *node[T] {
 	n.item = item
 	n.heapIdx = -1
 	q.nodes[item] = n
-	q.peak = max(q.peak, len(q.nodes))
-	if q.small && len(q.nodes) >= q.peak/4 {
-		q.small = false // the backlog came back
-	}
 	return n
 }
 
-// After a large backlog drains (the initial list of a big cluster), the
-// queue gives back what held it, about 220 B per key: Go maps never shrink
-// on their own, and a free list keeps every node it is given. When the
-// queue falls under a quarter of its peak it sets a timer; if it is still
-// that small shrinkAfter later, the key map is rebuilt for what it holds
-// and the free list is cut to maxFree. A backlog that comes back sooner
-// keeps its memory and pays no rebuild. Only peaks above rebuildAbove are
-// given back.
-const (
-	maxFree      = 1024
-	rebuildAbove = 4096
-	shrinkAfter  = time.Second
-)
-
 // release forgets a node that is neither queued, processing nor delayed.
+// The key map keeps the size of the largest backlog it held: giving that
+// back would take a rebuild, and it is small next to the objects the keys
+// name.
 func (q *Queue[T]) release(n *node[T]) {
 	delete(q.nodes, n.item)
-	*n = node[T]{}
-	if len(q.free) < max(maxFree, q.peak) {
+	if len(q.free) < maxFree {
+		*n = node[T]{}
 		q.free = append(q.free, n)
 	}
-	if q.small || q.shutdown || q.peak <= rebuildAbove || len(q.nodes) >= q.peak/4 {
-		return
-	}
-	q.small = true
-	q.smallGen++
-	gen := q.smallGen
-	t := q.clock.NewTimer(shrinkAfter)
-	q.wg.Go(func() { // ends when the timer fires or the queue shuts down
-		select {
-		case <-t.C():
-			q.shrinkIfSmall(gen)
-		case <-q.stop:
-			t.Stop()
-		}
-	})
-}
-
-// shrinkIfSmall gives back a drained backlog's memory if the queue has
-// stayed small since the timer of generation gen was set.
-func (q *Queue[T]) shrinkIfSmall(gen uint64) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.small || q.smallGen != gen || q.shutdown {
-		return
-	}
-	nodes := make(map[T]*node[T], len(q.nodes)) // sized for what it holds now
-	maps.Copy(nodes, q.nodes)
-	q.nodes, q.peak = nodes, len(nodes)
-	q.free = slices.Clone(q.free[:min(len(q.free), maxFree)])
-	q.small = false
-}
-
-// push appends n to its group's line at its priority.
-func (q *Queue[T]) push(n *node[T]) {
-	lv := &q.levels[n.prio.level()]
-	if n.prio == PriorityLow || q.metricOn {
-		n.since = q.now()
-	}
-	var key string
-	if q.groupOf != nil {
-		key = q.groupOf(n.item)
-	}
-	g := lv.groups[key]
-	if g == nil {
-		g = q.newGroup(key)
-		lv.groups[key] = g
-		if lv.cursor == nil {
-			g.prev, g.next = g, g
-			lv.cursor = g
-		} else { // join the ring just before the cursor: served last this round
-			g.prev, g.next = lv.cursor.prev, lv.cursor
-			lv.cursor.prev.next = g
-			lv.cursor.prev = g
-		}
-	}
-	n.group = g
-	n.prev, n.next = g.tail, nil
-	if g.tail != nil {
-		g.tail.next = n
-	} else {
-		g.head = n
-	}
-	g.tail = n
-	if n.prio == PriorityLow {
-		n.agePrev, n.ageNext = lv.ageTail, nil
-		if lv.ageTail != nil {
-			lv.ageTail.ageNext = n
-		} else {
-			lv.ageHead = n
-		}
-		lv.ageTail = n
-	}
-	n.inLevel = true
-	lv.n++
-	q.ready++
-}
-
-// unlink removes n from its level.
-func (q *Queue[T]) unlink(n *node[T]) {
-	lv := &q.levels[n.prio.level()]
-	g := n.group
-	if n.prev != nil {
-		n.prev.next = n.next
-	} else {
-		g.head = n.next
-	}
-	if n.next != nil {
-		n.next.prev = n.prev
-	} else {
-		g.tail = n.prev
-	}
-	n.prev, n.next, n.group = nil, nil, nil
-	if g.head == nil { // leave the ring
-		if g.next == g {
-			lv.cursor = nil
-		} else {
-			g.prev.next = g.next
-			g.next.prev = g.prev
-			if lv.cursor == g {
-				lv.cursor = g.next
-			}
-		}
-		delete(lv.groups, g.key)
-		*g = group[T]{}
-		if len(q.freeG) < maxFree {
-			q.freeG = append(q.freeG, g)
-		}
-	}
-	if n.prio == PriorityLow {
-		if n.agePrev != nil {
-			n.agePrev.ageNext = n.ageNext
-		} else {
-			lv.ageHead = n.ageNext
-		}
-		if n.ageNext != nil {
-			n.ageNext.agePrev = n.agePrev
-		} else {
-			lv.ageTail = n.agePrev
-		}
-		n.agePrev, n.ageNext = nil, nil
-	}
-	n.inLevel = false
-	lv.n--
-	q.ready--
-}
-
-// pop removes and returns the next key to serve; q.ready must be > 0.
-func (q *Queue[T]) pop() *node[T] {
-	q.promoteStarved()
-	for i := numLevels - 1; i >= 0; i-- {
-		lv := &q.levels[i]
-		if lv.n == 0 {
-			continue
-		}
-		g := lv.cursor
-		lv.cursor = g.next // the next group's turn, even if g stays
-		n := g.head
-		q.unlink(n)
-		return n
-	}
-	panic("workqueue: pop on an empty queue")
-}
-
-// promoteStarved moves PriorityLow keys that have waited longer than the
-// starvation bound to the end of the PriorityNormal line, keeping their
-// arrival time for metrics. It runs in Get, so a starved key joins the
-// normal line no later than the next Get after its bound passed.
-func (q *Queue[T]) promoteStarved() {
-	lv := &q.levels[PriorityLow.level()]
-	if lv.ageHead == nil {
-		return
-	}
-	now := q.now()
-	for lv.ageHead != nil && now-lv.ageHead.since >= q.bound {
-		n := lv.ageHead
-		since := n.since
-		q.unlink(n)
-		n.prio = PriorityNormal
-		q.push(n)
-		n.since = since
-	}
-}
-
-func (q *Queue[T]) newGroup(key string) *group[T] {
-	var g *group[T]
-	if k := len(q.freeG); k > 0 {
-		g = q.freeG[k-1]
-		q.freeG = q.freeG[:k-1]
-	} else {
-		g = &group[T]{}
-	}
-	g.key = key
-	return g
 }
 
 // now is the time since q.epoch, from the monotonic clock.

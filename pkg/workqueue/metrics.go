@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 	"sync"
 	"time"
 
@@ -11,10 +12,35 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// Metrics reports queue metrics to Prometheus under client-go's names
-// (workqueue_depth, workqueue_adds_total, ...), labelled by queue name, so
-// dashboards built for client-go and controller-runtime keep working. The
-// "controller" label repeats the name, as controller-runtime does.
+// Metrics reports queue metrics to Prometheus as controller-runtime v0.25
+// does: client-go's names (workqueue_depth, workqueue_adds_total, ...),
+// controller-runtime's label sets, help texts and histogram buckets, so
+// dashboards built for client-go and controller-runtime keep working. Every
+// series is labelled by queue name; the "controller" label repeats the
+// name, and workqueue_depth adds a "priority" label, as controller-runtime
+// does.
+//
+// What a ctrlkit Queue reports, as client-go and controller-runtime count
+// it:
+//   - workqueue_depth: keys waiting, counting a key added again while it is
+//     in processing, by the priority they wait at ("-1", "0", "1": the
+//     Priority as a number, as controller-runtime renders its priorities).
+//     A queue built by NewClientGo has no priorities and reports
+//     priority="", as controller-runtime's provider does for client-go's
+//     queues.
+//   - workqueue_adds_total: keys that started waiting (an Add of a waiting
+//     key is not counted again; a delayed key counts when its delay ends).
+//   - workqueue_retries_total: AddAfter and AddRateLimited calls with a
+//     delay above zero, as controller-runtime counts them (client-go also
+//     counts those whose delay is zero).
+//   - workqueue_queue_duration_seconds: from the Add that made a key wait
+//     (or the end of its delay) to the Get that hands it out. A priority
+//     bump does not restart it; a key added again in processing is timed
+//     from that Add, not from Done.
+//   - workqueue_work_duration_seconds: from Get to Done.
+//   - workqueue_unfinished_work_seconds and
+//     workqueue_longest_running_processor_seconds: the keys in processing,
+//     at scrape time.
 //
 // One Metrics serves every queue of a manager. It implements client-go's
 // workqueue.MetricsProvider.
@@ -34,42 +60,46 @@ type Metrics struct {
 
 var _ workqueue.MetricsProvider = (*Metrics)(nil)
 
+// The help texts of controller-runtime v0.25's series.
+const (
+	depthHelp      = "Current depth of workqueue by workqueue and priority"
+	addsHelp       = "Total number of adds handled by workqueue"
+	latencyHelp    = "How long in seconds an item stays in workqueue before being requested"
+	workHelp       = "How long in seconds processing an item from workqueue takes."
+	unfinishedHelp = "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. " +
+		"Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases."
+	longestHelp = "How many seconds has the longest running processor for workqueue been running."
+	retriesHelp = "Total number of items added to the workqueue with a non-zero delay (rate-limited requeues, explicit RequeueAfter or AddAfter calls)"
+)
+
 // NewMetrics creates the queue metrics and registers them on reg. It fails
 // if reg already holds metrics of the same names, for example when two
 // managers share one registry.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	labels := []string{"name", "controller"}
-	const (
-		depthHelp      = "Current depth of workqueue"
-		addsHelp       = "Total number of adds handled by workqueue"
-		latencyHelp    = "How long in seconds an item stays in workqueue before being requested"
-		workHelp       = "How long in seconds processing an item from workqueue takes"
-		unfinishedHelp = "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. " +
-			"Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases."
-		longestHelp = "How many seconds has the longest running processor for workqueue been running"
-		retriesHelp = "Total number of retries handled by workqueue"
-	)
-	desc := func(name, help string) *prometheus.Desc {
+	depthLabels := []string{"name", "controller", "priority"}
+	desc := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc("workqueue_"+name, help, labels, nil)
 	}
+	histogram := func(name, help string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "workqueue", Name: name, Help: help, Buckets: bucketBounds}, labels)
+	}
 	m := &Metrics{
-		depth:          prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: "depth", Help: depthHelp}, labels),
+		depth:          prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: "depth", Help: depthHelp}, depthLabels),
 		adds:           prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "workqueue", Name: "adds_total", Help: addsHelp}, labels),
-		latency:        prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "workqueue", Name: "queue_duration_seconds", Help: latencyHelp, Buckets: bucketBounds}, labels),
-		workDuration:   prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "workqueue", Name: "work_duration_seconds", Help: workHelp, Buckets: bucketBounds}, labels),
+		latency:        histogram("queue_duration_seconds", latencyHelp),
+		workDuration:   histogram("work_duration_seconds", workHelp),
 		unfinished:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: "unfinished_work_seconds", Help: unfinishedHelp}, labels),
 		longestRunning: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: "longest_running_processor_seconds", Help: longestHelp}, labels),
 		retries:        prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "workqueue", Name: "retries_total", Help: retriesHelp}, labels),
 		descs: queueDescs{
-			depth:          desc("depth", depthHelp),
-			adds:           desc("adds_total", addsHelp),
-			latency:        desc("queue_duration_seconds", latencyHelp),
-			workDuration:   desc("work_duration_seconds", workHelp),
-			unfinished:     desc("unfinished_work_seconds", unfinishedHelp),
-			longestRunning: desc("longest_running_processor_seconds", longestHelp),
-			retries:        desc("retries_total", retriesHelp),
-			byPriority: prometheus.NewDesc("ctrlkit_workqueue_depth_by_priority",
-				"Current depth of workqueue per priority (low, normal, high)", []string{"name", "priority"}, nil),
+			depth:          desc("depth", depthHelp, depthLabels),
+			adds:           desc("adds_total", addsHelp, labels),
+			latency:        desc("queue_duration_seconds", latencyHelp, labels),
+			workDuration:   desc("work_duration_seconds", workHelp, labels),
+			unfinished:     desc("unfinished_work_seconds", unfinishedHelp, labels),
+			longestRunning: desc("longest_running_processor_seconds", longestHelp, labels),
+			retries:        desc("retries_total", retriesHelp, labels),
 		},
 		queues: make(map[string]*queueEntry),
 	}
@@ -83,9 +113,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// NewDepthMetric implements workqueue.MetricsProvider.
+// NewDepthMetric implements workqueue.MetricsProvider. The series has
+// priority="": client-go's queue has no priorities.
 func (m *Metrics) NewDepthMetric(name string) workqueue.GaugeMetric {
-	return m.depth.WithLabelValues(name, name)
+	return m.depth.WithLabelValues(name, name, "")
 }
 
 // NewAddsMetric implements workqueue.MetricsProvider.
@@ -151,7 +182,6 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, v := range c.m.vecs() {
 		v.Describe(ch)
 	}
-	ch <- c.m.descs.byPriority
 }
 
 // Collect implements prometheus.Collector: the series of queues built by
@@ -179,18 +209,22 @@ func (m *Metrics) vecs() []prometheus.Collector {
 // queueDescs describe the series a ctrlkit Queue reports; they match the
 // vectors' descriptions, so both kinds of queue share one family per name.
 type queueDescs struct {
-	depth, adds, latency, workDuration, unfinished, longestRunning, retries, byPriority *prometheus.Desc
+	depth, adds, latency, workDuration, unfinished, longestRunning, retries *prometheus.Desc
 }
 
-// bucketBounds are client-go's workqueue histogram buckets, 10ns to 10s,
-// computed the same way so that the "le" labels match client-go's series.
-var bucketBounds = prometheus.ExponentialBuckets(10e-9, 10, 10)
+// numBuckets is how many bounds the duration histograms have.
+const numBuckets = 12
+
+// bucketBounds are controller-runtime v0.25's workqueue histogram buckets,
+// 10ns to 1000s, computed the same way so that the "le" labels match its
+// series.
+var bucketBounds = prometheus.ExponentialBuckets(10e-9, 10, numBuckets)
 
 // histogram is a Prometheus histogram over bucketBounds kept as plain
 // numbers: the queue's lock guards it.
 type histogram struct {
-	counts [11]uint64 // one per bound, then +Inf
-	sum    float64    // seconds
+	counts [numBuckets + 1]uint64 // one per bound, then +Inf
+	sum    float64                // seconds
 }
 
 // observe records d, in the same bucket client_golang would put it in.
@@ -240,18 +274,17 @@ func (h *histogram) add(o *histogram) {
 // queueSnapshot is a ctrlkit Queue's metrics at one instant.
 type queueSnapshot struct {
 	stats
-	depth                      int
-	byPriority                 [numLevels]int
-	unfinished, longestRunning float64 // seconds
+	depth                      [numLevels]int // by priority level
+	unfinished, longestRunning float64        // seconds
 }
 
 // snapshot reads q's metrics; it runs when Prometheus scrapes.
 func (q *Queue[T]) snapshot() queueSnapshot {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	s := queueSnapshot{stats: q.stats, depth: q.ready}
+	s := queueSnapshot{stats: q.stats}
 	for i := range q.levels {
-		s.byPriority[i] = q.levels[i].n
+		s.depth[i] = q.levels[i].n + q.held[i]
 	}
 	now := q.now()
 	for n := q.procHead; n != nil; n = n.procNext { // at most one per worker
@@ -264,14 +297,22 @@ func (q *Queue[T]) snapshot() queueSnapshot {
 
 // send writes s as the series of the queue named name.
 func (s *queueSnapshot) send(d *queueDescs, name string, ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(d.depth, prometheus.GaugeValue, float64(s.depth), name, name)
+	for i, n := range s.depth {
+		ch <- prometheus.MustNewConstMetric(d.depth, prometheus.GaugeValue, float64(n), name, name, priorityLabels[i])
+	}
 	ch <- prometheus.MustNewConstMetric(d.adds, prometheus.CounterValue, float64(s.adds), name, name)
 	ch <- prometheus.MustNewConstMetric(d.retries, prometheus.CounterValue, float64(s.retries), name, name)
 	ch <- s.latency.metric(d.latency, name)
 	ch <- s.workDuration.metric(d.workDuration, name)
 	ch <- prometheus.MustNewConstMetric(d.unfinished, prometheus.GaugeValue, s.unfinished, name, name)
 	ch <- prometheus.MustNewConstMetric(d.longestRunning, prometheus.GaugeValue, s.longestRunning, name, name)
-	for i, n := range s.byPriority {
-		ch <- prometheus.MustNewConstMetric(d.byPriority, prometheus.GaugeValue, float64(n), name, Priority(i-1).String())
-	}
 }
+
+// priorityLabels are the priority label values of the levels, the Priority
+// as a number, as controller-runtime renders its priorities.
+var priorityLabels = func() (l [numLevels]string) {
+	for _, p := range []Priority{PriorityLow, PriorityNormal, PriorityHigh} {
+		l[p.level()] = strconv.Itoa(int(p))
+	}
+	return l
+}()

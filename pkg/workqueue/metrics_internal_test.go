@@ -10,13 +10,14 @@ import (
 )
 
 // TestHistogramMatchesPrometheus checks the queue's lock-guarded histogram
-// against client_golang's own, bucket by bucket, on values that sit on,
-// just above and between the bounds.
+// against client_golang's own over controller-runtime's buckets, bucket by
+// bucket, on values that sit on, just above and between the bounds.
 func TestHistogramMatchesPrometheus(t *testing.T) {
-	ref := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ref", Buckets: prometheus.ExponentialBuckets(10e-9, 10, 10)})
+	ref := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ref", Buckets: prometheus.ExponentialBuckets(10e-9, 10, 12)})
 	var h histogram
 	values := []time.Duration{0, 1, 9, 10, 11, 99, 100, 101, 5 * time.Microsecond, time.Millisecond, time.Millisecond + 1,
-		time.Second, time.Second + 1, 10 * time.Second, 10*time.Second + 1, time.Hour}
+		time.Second, time.Second + 1, 10 * time.Second, 10*time.Second + 1, 100 * time.Second, 100*time.Second + 1,
+		1000 * time.Second, 1000*time.Second + 1, time.Hour}
 	for _, d := range values {
 		h.observe(d)
 		ref.Observe(d.Seconds())

@@ -24,6 +24,7 @@ type Interface[T comparable] interface {
 	// Add queues item unless it is already waiting.
 	Add(item T)
 	// AddAfter queues item once d has passed; d <= 0 is the same as Add.
+	// See the package doc for an Add of a key waiting on a delay.
 	AddAfter(item T, d time.Duration)
 	// AddRateLimited queues item after the delay its rate limiter asks for.
 	AddRateLimited(item T)
@@ -43,7 +44,7 @@ type Interface[T comparable] interface {
 	// then returns shutdown=true, at once, to every caller.
 	ShutDown()
 	// ShutDownWithDrain is ShutDown that also blocks until every item handed
-	// out by Get has been marked Done.
+	// out by Get has been marked Done, or until ShutDown is called.
 	ShutDownWithDrain()
 	// ShuttingDown reports whether ShutDown has been called.
 	ShuttingDown() bool
@@ -62,13 +63,15 @@ type Options[T comparable] struct {
 	RateLimiter RateLimiter[T]
 	// Metrics receives the queue's metrics. Nil disables them.
 	Metrics *Metrics
-	// Clock drives delays and metrics; nil means the real clock.
+	// Clock drives delays, the starvation bound and metrics; nil means
+	// the real clock.
 	Clock clock.WithTicker
 	// Group names the fairness group of a key: within a priority, groups
 	// take turns. Nil puts every key in one group. Ignored by NewClientGo.
 	Group func(T) string
-	// StarvationBound is how long a PriorityLow key waits before it is
-	// served as PriorityNormal. 0 means DefaultStarvationBound. Ignored by
+	// StarvationBound is how long the oldest PriorityLow key waits before
+	// the low keys get 1 Get in 4 while keys of higher priority wait (see
+	// the package doc). 0 means DefaultStarvationBound. Ignored by
 	// NewClientGo.
 	StarvationBound time.Duration
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -253,9 +254,11 @@ func TestShutDownWithDrain(t *testing.T) {
 	})
 }
 
-// TestShutDownDuringDrain calls ShutDown while ShutDownWithDrain waits:
-// the drain must still end, at the latest when the key is Done.
-func TestShutDownDuringDrain(t *testing.T) {
+// TestShutDownEndsDrain: ShutDown called while ShutDownWithDrain waits
+// ends the drain at once, with the key still in processing, as client-go
+// documents it ("ShutDown can be called after ShutDownWithDrain to force
+// ShutDownWithDrain to stop waiting").
+func TestShutDownEndsDrain(t *testing.T) {
 	forEach(t, func(t *testing.T, newQueue newFunc) {
 		synctest.Test(t, func(t *testing.T) {
 			q := newQueue(t, workqueue.Options[string]{})
@@ -266,16 +269,16 @@ func TestShutDownDuringDrain(t *testing.T) {
 				q.ShutDownWithDrain()
 				close(drained)
 			}()
-			synctest.Wait()
+			synctest.Wait() // the drain waits for "a"
 			q.ShutDown()
-			synctest.Wait() // the drain has seen ShutDown's wake-up
-			q.Done(k)
 			synctest.Wait()
 			select {
 			case <-drained:
 			default:
-				t.Fatal("ShutDownWithDrain still blocks after ShutDown and Done; the bubble will report it deadlocked")
+				t.Error("ShutDownWithDrain still waits for a key in processing after ShutDown")
 			}
+			q.Done(k) // ends a drain that still waits, so that the bubble can end
+			<-drained
 		})
 	})
 }
@@ -309,6 +312,47 @@ func TestAddAfter(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestAddCancelsDelay pins down the one place the two queues differ, as the
+// package doc says: an Add of a key waiting on AddAfter hands it out now,
+// and ctrlkit's Queue (like controller-runtime's priority queue) drops the
+// delay, while client-go's queue hands it out again when the delay ends.
+func TestAddCancelsDelay(t *testing.T) {
+	wantGets := map[string][]time.Duration{"Queue": {0}, "ClientGoQueue": {0, time.Minute}}
+	for _, impl := range impls {
+		t.Run(impl.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				q, err := impl.new(workqueue.Options[string]{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				begin := time.Now()
+				q.AddAfter("a", time.Minute)
+				q.Add("a")
+				var got []time.Duration
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					for {
+						k, shutdown := q.Get()
+						if shutdown {
+							return
+						}
+						got = append(got, time.Since(begin))
+						q.Done(k)
+					}
+				}()
+				time.Sleep(time.Hour) // fake time: long past the delay
+				synctest.Wait()
+				q.ShutDown()
+				<-done
+				if !slices.Equal(got, wantGets[impl.name]) {
+					t.Errorf("a handed out at %v, want %v", got, wantGets[impl.name])
+				}
+			})
+		})
+	}
 }
 
 // TestAddRateLimited runs in a synctest bubble, so the backoff is exact.

@@ -1,6 +1,7 @@
 package workqueue
 
 import (
+	"math/rand/v2"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -15,11 +16,14 @@ import (
 // Why the cap: client-go's controller limiter puts the same bucket in front
 // of every retry with no cap, so when 10,000 keys fail at once the last of
 // them waits 10,000/10 qps = 1,000 seconds (about 16 minutes) for its first
-// retry, however quickly it would have succeeded. With the cap, the bucket
-// still spreads a retry storm over time (a burst of 100, then 10 per
-// second), but a key never waits longer for the bucket than the cap; past
-// that the per-item backoff alone paces it, and it doubles with every
-// failure.
+// retry, however quickly it would have succeeded. With the cap, a key never
+// waits longer for the bucket than the cap: the bucket gives a burst of
+// 100, then 10 per second, and the keys it cannot serve within the cap are
+// spread evenly over its second half (10,000 keys: about 2,000 a second
+// from 5 to 10 seconds), not sent back together when it ends. So in the
+// first half of the cap a storm is retried no faster than the bucket
+// allows. Past that the per-item backoff paces each key, and it doubles
+// with every failure.
 func DefaultRateLimiter[T comparable]() RateLimiter[T] {
 	return workqueue.NewTypedMaxOfRateLimiter(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[T](5*time.Millisecond, 1000*time.Second),
@@ -34,8 +38,11 @@ const DefaultBucketMaxDelay = 10 * time.Second
 // NewBoundedBucketRateLimiter returns a limiter that paces all keys together
 // at qps with the given burst, like client-go's TypedBucketRateLimiter, but
 // never delays a key by more than maxDelay: a key that would wait longer
-// gets maxDelay and takes no token, so a storm of failures does not build a
-// queue of reservations stretching far into the future.
+// takes no token and gets a random delay between maxDelay/2 and maxDelay.
+// So a storm of failures builds no queue of reservations stretching far
+// into the future, its retries are spread over the second half of maxDelay
+// instead of all coming back at once when it ends, and until maxDelay/2 it
+// is retried no faster than qps allows. It is safe for concurrent use.
 func NewBoundedBucketRateLimiter[T comparable](qps float64, burst int, maxDelay time.Duration) RateLimiter[T] {
 	return &boundedBucket[T]{limiter: rate.NewLimiter(rate.Limit(qps), burst), maxDelay: maxDelay}
 }
@@ -50,7 +57,8 @@ func (b *boundedBucket[T]) When(T) time.Duration {
 	d := r.Delay()
 	if d > b.maxDelay {
 		r.Cancel()
-		return b.maxDelay
+		half := max(b.maxDelay, 0) / 2
+		return b.maxDelay - rand.N(half+1) // jitter: no synchronized herd at maxDelay
 	}
 	return d
 }

@@ -16,14 +16,24 @@ func TestBoundedBucketRateLimiter(t *testing.T) {
 		// 1 qps, a burst of 2, at most 2.5s from the bucket.
 		rl := workqueue.NewBoundedBucketRateLimiter[string](1, 2, 2500*time.Millisecond)
 		var got []time.Duration
-		for i := range 6 {
+		for i := range 4 {
 			got = append(got, rl.When(fmt.Sprint(i)))
 		}
-		// The burst, then one a second; the fifth would wait 3s, gets the
-		// cap and takes no token, so the sixth is capped as well.
-		want := []time.Duration{0, 0, time.Second, 2 * time.Second, 2500 * time.Millisecond, 2500 * time.Millisecond}
+		// The burst, then one a second.
+		want := []time.Duration{0, 0, time.Second, 2 * time.Second}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("delays = %v, want %v", got, want)
+		}
+		// The fifth and sixth would wait 3s and 4s: past the cap, each gets
+		// a delay in its second half and takes no token.
+		for i := 4; i < 6; i++ {
+			if d := rl.When(fmt.Sprint(i)); d < 1250*time.Millisecond || d > 2500*time.Millisecond {
+				t.Errorf("delay of key %d = %v, want within [1.25s, 2.5s]", i, d)
+			}
+		}
+		time.Sleep(2 * time.Second) // fake time: the reservations made so far end at 2s
+		if d := rl.When("6"); d != time.Second {
+			t.Errorf("delay after 2s = %v, want 1s: a capped key took a token", d)
 		}
 		if n := rl.NumRequeues("0"); n != 0 {
 			t.Errorf("NumRequeues = %d, want 0: the bucket keeps no per-key state", n)
@@ -56,18 +66,44 @@ func TestDefaultRateLimiter(t *testing.T) {
 	})
 }
 
-// TestDefaultRateLimiterStormIsCapped checks why the default differs from
-// client-go's: 10,000 keys failing at once wait at most
-// DefaultBucketMaxDelay for the shared bucket, not 1,000s.
-func TestDefaultRateLimiterStormIsCapped(t *testing.T) {
+// TestDefaultRateLimiterSpreadsAStorm: 10,000 keys failing at once wait
+// at most DefaultBucketMaxDelay for the shared bucket, not 1,000s as with
+// client-go's limiter. In the first half of that window they are retried at
+// the bucket's pace (a burst of 100, then 10 a second); the rest are spread
+// evenly over the second half instead of piling up at its end.
+func TestDefaultRateLimiterSpreadsAStorm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rl := workqueue.DefaultRateLimiter[int]()
-		var longest time.Duration
-		for k := range 10_000 {
-			longest = max(longest, rl.When(k))
+		const n, bins = 10_000, 10
+		maxDelay := workqueue.DefaultBucketMaxDelay
+		var perSecond [bins]int
+		same := map[time.Duration]int{}
+		for k := range n {
+			d := rl.When(k)
+			if d < 0 || d > maxDelay {
+				t.Fatalf("first-retry delay of key %d = %v, want within [0, %v]", k, d, maxDelay)
+			}
+			perSecond[min(int(d/time.Second), bins-1)]++
+			same[d]++
 		}
-		if longest != workqueue.DefaultBucketMaxDelay {
-			t.Errorf("longest first-retry delay in a storm of 10,000 = %v, want DefaultBucketMaxDelay (%v)", longest, workqueue.DefaultBucketMaxDelay)
+		// The bucket's pace in the first half: 100 + 10 in the first second,
+		// 10 in each of the next four.
+		for s, want := range [bins / 2]int{110, 10, 10, 10, 10} {
+			if c := perSecond[s]; c < want-5 || c > want+5 {
+				t.Errorf("%d first retries in second %d, want %d (the bucket's pace): %v", c, s, want, perSecond)
+			}
+		}
+		// The other 9,850 spread evenly over the second half: about 1,970 a
+		// second; 1,700 and 2,250 are more than six standard deviations away.
+		for s := bins / 2; s < bins; s++ {
+			if c := perSecond[s]; c < 1700 || c > 2250 {
+				t.Errorf("%d first retries in second %d, want about 1,970 in each of the last five: %v", c, s, perSecond)
+			}
+		}
+		for d, c := range same {
+			if d > 5*time.Millisecond && c > 10 { // the per-item backoff's 5ms is shared by design
+				t.Errorf("%d keys retry after exactly %v: a synchronized herd", c, d)
+			}
 		}
 	})
 }

@@ -36,8 +36,7 @@ func BenchmarkRetained(b *testing.B) {
 					q.Done(k)
 				}
 				// A controller's queue stays in use after its initial list:
-				// a second of light traffic (ctrlkit gives memory back once
-				// it has been small for a second), the same for every queue.
+				// a second of light traffic, the same for every queue.
 				for end := time.Now().Add(1100 * time.Millisecond); time.Now().Before(end); {
 					for range 300 {
 						q.Add("ns-0/steady")

@@ -188,9 +188,10 @@ func TestFaultErrorStorm(t *testing.T) {
 		n      = 200
 		window = 3 * time.Second
 		// DefaultRateLimiter: the bucket (10 qps, burst 100) gives every
-		// retry a token or, past DefaultBucketMaxDelay (10s), a delay of
-		// 10s; so within a window shorter than 10s no more than
-		// burst + qps*window retries start, whatever the per-item backoff.
+		// retry a token or, past DefaultBucketMaxDelay (10s), a delay
+		// between 5s and 10s; so within a window shorter than 5s no more
+		// than burst + qps*window retries start, whatever the per-item
+		// backoff.
 		burst, qps = 100, 10
 	)
 	ns := newNamespace(t)

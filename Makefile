@@ -84,6 +84,7 @@ bench: ## Benchmark ctrlkit's queue side by side with client-go's and controller
 	@mkdir -p $(BIN)
 	for pass in 1 2 3 4 5; do $(GO) test -run '^$$' -bench '^BenchmarkQueue$$' -benchmem -count=1 -benchtime=200000x ./bench/ || exit 1; done | tee $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench '^BenchmarkLatency$$' -benchmem -count=1 -benchtime=1x ./bench/ | tee -a $(BIN)/bench.txt
+	$(GO) test -run '^$$' -bench '^BenchmarkLatencyLong$$' -count=1 -benchtime=1x ./bench/ | tee -a $(BIN)/bench.txt
 	@echo
 	@$(GO) run ./bench/cmd/benchtable < $(BIN)/bench.txt
 	@echo; echo "### Memory a queue keeps after a 50,000-key backlog drained (B per key of the peak)"

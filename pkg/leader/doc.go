@@ -1,26 +1,99 @@
 // Package leader decides which replica of an operator may reconcile, with a
-// coordination.k8s.io Lease and client-go's leaderelection.
+// coordination.k8s.io Lease and client-go's leaderelection, and fences a
+// replica that can no longer prove it holds the lease.
 //
-// An Elector campaigns for one Lease. While it holds the lease it calls its
-// leading function with a context that is cancelled when leadership ends;
-// a manager (package manager) uses it to start leader-only workers, keeping
-// every replica's caches synced so a standby takes over warm.
+// An Elector campaigns for one Lease. While it holds the lease it runs its
+// leading function with a leading context; a manager (package manager)
+// uses it to run leader-only controllers and Runnables, keeping every
+// replica's caches synced so a standby takes over warm. NewForConfig gives
+// the Lease a client of its own (own rate limiter, a request timeout of
+// max(RenewDeadline/2, 1s), user agent ".../leader-election"), so the
+// workload's requests never delay a renewal.
 //
-// Timing follows client-go (and kube-controller-manager): a leader renews
-// every RetryPeriod and gives up when it could not renew for RenewDeadline;
-// a standby takes the lease once it has not been renewed for LeaseDuration.
-// LeaseDuration > RenewDeadline > 1.2 × RetryPeriod must hold, so a leader
-// always stops before anyone else can start. A leader that shuts down with
-// ReleaseOnCancel clears the lease so a standby takes over within about one
-// RetryPeriod instead of waiting for the lease to expire.
+// # Timing
 //
-// What a user must do: make Reconcile return when its ctx is cancelled.
-// When leadership is lost, ctrlkit starts no new Reconcile and cancels the
-// ctx of those in flight, but it cannot stop a goroutine that ignores its
-// ctx; such a Reconcile can still write after another replica leads. Use
-// optimistic concurrency (resourceVersion on Update) for writes that must
-// not race.
+// The leader renews every RetryPeriod. A standby takes the lease once it
+// has seen no renewal for LeaseDuration, counted in whole seconds as the
+// Lease stores it. The leader fences itself (below) RenewDeadline +
+// RetryPeriod after the moment it sent its last successful renewal, about
+// when client-go gives up too. A standby cannot take the lease sooner than
+// LeaseDuration after that renewal reached the API server, so New requires
+// LeaseDuration (whole seconds) ≥ 1.1 × (RenewDeadline + RetryPeriod); the
+// difference (3s at the defaults of 15s/10s/2s) absorbs clocks that run at
+// rates up to about 10% apart and writes already on the wire. It also
+// requires client-go's LeaseDuration > RenewDeadline > 1.2 × RetryPeriod.
 //
-// Goroutines: Run runs client-go's elector (its renew loop) and the leading
-// function in goroutines it joins before returning.
+// # Fencing: what is guaranteed
+//
+// A term of leadership lasts from acquiring the lease until this replica can
+// no longer prove it holds it: when a read of the Lease shows another
+// holder, when the last successful renewal was sent RenewDeadline +
+// RetryPeriod ago or more (on Go's monotonic clock, so a process stopped
+// with SIGSTOP sees its pause as soon as it runs again), when client-go
+// gives up, or when Run returns. A term never resumes: leading again is a
+// new term. When a term ends, its leading context and its Fence are
+// cancelled at once (a timer and the elector's goroutine do it), and
+// CheckLeading, which tests the same conditions synchronously, returns an
+// error wrapping ErrNotLeader for every context derived from it. ctrlkit
+// calls CheckLeading before each Reconcile of a leader-only controller and
+// before each write of its write helpers (objects.CreateOrUpdate,
+// objects.DynamicWriter), and cancels the ctx of in-flight leader-only
+// reconciles when the Fence closes. So, with timings New accepts:
+//
+//   - no leader-only Reconcile starts, and no write through ctrlkit's write
+//     helpers is sent, after this replica saw another holder or after its
+//     last renewal is older than the fence, not even right after a pause;
+//   - no other replica can have taken the lease when such a check passed,
+//     unless clocks ran more than about 10% apart.
+//
+// # What is not guaranteed
+//
+//   - The check and the send are not atomic. A request that passed the
+//     check can reach the API server after another replica took over, if
+//     the process is paused, or the request is delayed, for longer than the
+//     margin between the fence and a standby's takeover (LeaseDuration -
+//     RenewDeadline - RetryPeriod) right between the two.
+//   - Writes that bypass the check are not fenced: through a raw clientset
+//     (manager.Client, manager.Dynamic) or a Writer called directly, and in
+//     particular by a Reconcile that ignores its cancelled ctx. Make
+//     Reconcile return when its ctx is done, call CheckLeading before such
+//     writes, and use optimistic concurrency (resourceVersion on Update) for
+//     writes that must not race.
+//   - A suspend of the whole machine that stops the monotonic clock (a VM
+//     paused by its hypervisor, suspend to RAM) is not seen as elapsed time.
+//   - Reads from the caches are not fenced; they are local.
+//
+// # Losing the lease
+//
+// By default a manager whose replica loses the lease aborts everything (the
+// contexts of all controllers, Runnables and reconciles are cancelled at
+// once) and Run returns an error wrapping ErrLeaseLost within the abort
+// timeout, so that a process supervisor restarts the replica. This is the
+// default because a loss is not a planned shutdown: another replica leads
+// already or soon, everything this one was doing is level-triggered and is
+// redone after the restart, and exiting quickly ends any Reconcile that
+// ignores its ctx (the one case fencing cannot stop from writing through a
+// raw client) within the abort timeout rather than after ShutdownTimeout.
+// kube-controller-manager (which exits) and controller-runtime (which skips
+// its graceful shutdown) do the same. GracefulShutdownOnLoss keeps the
+// graceful shutdown for the work that is not leader-only; Recampaign keeps
+// the replica running as a warm standby and campaigns again, but only once
+// its leader-only work has stopped. In every case the leader-only work is
+// aborted at once, and the lease is released (ReleaseOnCancel) only after
+// a shutdown in which it all stopped.
+//
+// # Health and logs
+//
+// Elector.Check, for /healthz, passes on standbys and on a replica that
+// lost the lease and campaigns again. It fails once the API server has
+// refused the Lease (403 or 401) for LeaseDuration + RenewDeadline; the
+// refusal is logged through Options.Logger with the RBAC rule to add.
+// client-go's leader-election logs go to Options.Logger too, never to the
+// global klog.
+//
+// Goroutines: Run runs client-go's elector (its acquire and renew loop) in
+// a goroutine. Once the lease is acquired, client-go starts a goroutine
+// that watches the term (the fence timer, client-go's renewals) and runs
+// the leading function in one more. Run joins all of them before it
+// returns. CheckLeading and Fence start none.
 package leader

@@ -1,10 +1,19 @@
 package leader_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
 )
@@ -36,4 +45,50 @@ func ExampleNew() {
 	})
 	fmt.Println(err, e.IsLeader())
 	// Output: <nil> false
+}
+
+// Work running under a leading context asks CheckLeading before it acts as
+// the leader; here another replica takes the lease while this one leads
+// (as if this process had been paused), and the check refuses at once.
+func ExampleCheckLeading() {
+	kube := fake.NewClientset()
+	var stolen atomic.Bool
+	kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if stolen.Load() { // the API server refuses renewals of a lease held by another
+			return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), "my-operator", errors.New("modified"))
+		}
+		return false, nil, nil
+	})
+	e, err := leader.New(kube, leader.Options{
+		Name: "my-operator", Namespace: "operators", Identity: "replica-a",
+		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 250 * time.Millisecond,
+	})
+	if err != nil {
+		panic(err)
+	}
+	leading := make(chan context.Context)
+	done := make(chan error)
+	go func() {
+		done <- e.Run(context.Background(), func(ctx context.Context) error {
+			leading <- ctx
+			<-ctx.Done() // the Reconciles of a leader-only controller would stop here
+			return nil
+		})
+	}()
+	ctx := <-leading
+	fmt.Println("leading:", leader.CheckLeading(ctx))
+
+	// Another replica takes the lease over.
+	l, _ := kube.CoordinationV1().Leases("operators").Get(context.Background(), "my-operator", metav1.GetOptions{})
+	stolen.Store(true)
+	l.Spec.HolderIdentity = ptr.To("replica-b")
+	_ = kube.Tracker().Update(coordinationv1.SchemeGroupVersion.WithResource("leases"), l, "operators")
+
+	<-ctx.Done() // at this replica's next renewal
+	fmt.Println("after the takeover:", leader.CheckLeading(ctx))
+	fmt.Println("Run:", <-done)
+	// Output:
+	// leading: <nil>
+	// after the takeover: leader: not the leader: leader election lost: the Lease operators/my-operator is held by "replica-b"
+	// Run: leader: leader election lost: the Lease operators/my-operator is held by "replica-b"
 }

@@ -13,16 +13,32 @@
 //     objects that existed at start. A sync that does not finish within
 //     Options.CacheSyncTimeout fails Run with an error naming each informer;
 //  4. /readyz turns ready, and the controllers' workers and any added
-//     Runnables start;
+//     Runnables start; with Options.LeaderElection, leader-only controllers
+//     and Runnables (AddLeaderOnly) start each time this replica becomes
+//     the leader, after every cached object of their watches is enqueued;
+//     while it stands by their queues hold no keys;
 //  5. when ctx is cancelled, workers stop taking keys and in-flight
-//     reconciles get Options.ShutdownTimeout to finish; then the informers
-//     and the HTTP server stop and Run returns.
+//     reconciles and Runnables get Options.ShutdownTimeout to finish; then
+//     the informers and the HTTP server stop and Run returns.
+//
+// An error from any controller or Runnable, leader-only or not, stops Run
+// the same way. Losing the lease aborts the leader-only work at once (see
+// package leader for the fencing that keeps a replica that lost the lease
+// from reconciling and writing); by default it then aborts everything and
+// Run returns within the abort timeout, an error wrapping
+// leader.ErrLeaseLost, for a process supervisor to restart the replica
+// (leader.Options.Recampaign and GracefulShutdownOnLoss change this).
 //
 // A Manager holds no process-global state: its Prometheus registry,
 // controller names and event broadcaster are its own, so several managers
-// can live in one process.
+// can live in one process. client-go's contextual logs from the manager's
+// goroutines (reflectors, leader election, events) go to Options.Logger.
 //
 // Goroutines: Run owns every goroutine it starts (HTTP server, informers,
-// workers, Runnables) and joins them before it returns. EventRecorder starts
-// the event broadcaster's goroutine on first use; Run shuts it down.
+// workers, Runnables, the leader elector) and joins them before it
+// returns, except a Runnable that has not returned ShutdownTimeout (the
+// abort timeout, after a lost lease) after its ctx was cancelled: Run then
+// returns an error naming it and leaves it running. EventRecorder starts
+// the event broadcaster's goroutine on first use; Run shuts it down on
+// every return path.
 package manager

@@ -30,8 +30,9 @@ func (m *Manager) AddHealthCheck(name string, check func() error) error {
 }
 
 // Handler serves /metrics (the manager's registry), /healthz (200 while
-// every health check passes) and /readyz (200 once the caches have synced,
-// until shutdown begins).
+// every health check passes; with leader election that includes
+// leader.Elector.Check, which passes on standbys) and /readyz (200 once the
+// caches have synced, until shutdown begins).
 func (m *Manager) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{}))
@@ -71,8 +72,9 @@ func (m *Manager) Addr() net.Addr {
 }
 
 // serveHTTP listens on addr and serves Handler until the returned stop is
-// called; stop waits for the server to close.
-func (m *Manager) serveHTTP(addr string) (stop func(), err error) {
+// called; stop waits for the server to close: for requests in flight to
+// finish (up to 5s), or, if abort, not at all.
+func (m *Manager) serveHTTP(addr string) (stop func(abort bool), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("manager: listening on Options.HTTPAddr %q: %w", addr, err)
@@ -89,10 +91,14 @@ func (m *Manager) serveHTTP(addr string) (stop func(), err error) {
 			m.log.Error(err, "HTTP server failed")
 		}
 	}()
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
+	return func(abort bool) {
+		if abort {
+			_ = srv.Close()
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(ctx)
+		}
 		<-done
 	}, nil
 }

@@ -5,12 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,7 +23,6 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
@@ -36,7 +33,9 @@ import (
 
 // Runnable is anything the manager runs next to its controllers once the
 // caches have synced. Start blocks until ctx is done; an error stops the
-// whole manager.
+// whole manager. Start must return soon after ctx is done: Run waits for
+// it up to Options.ShutdownTimeout (the abort timeout when the lease was
+// lost), then returns an error naming it and leaves it running.
 type Runnable interface {
 	Start(ctx context.Context) error
 }
@@ -67,20 +66,25 @@ type Manager struct {
 
 	elector *leader.Elector // nil without leader election
 
-	mu          sync.Mutex
-	controllers []*reconcile.Controller
-	leaderOnly  map[*reconcile.Controller][]replay // controllers that run only on the leader
-	runnables   []Runnable
-	checks      map[string]func() error
-	addr        net.Addr
-	broadcaster record.EventBroadcaster
-	stopped     bool // Run has returned; events are dropped
+	mu              sync.Mutex
+	controllers     []*reconcile.Controller
+	leaderOnly      []leaderWork // controllers that run only on the leader
+	runnables       []Runnable
+	leaderRunnables []Runnable
+	checks          map[string]func() error
+	addr            net.Addr
+	broadcaster     record.EventBroadcaster
+	stopped         bool                    // Run has returned; events are dropped
+	cancelRun       context.CancelCauseFunc // of Run's ctx, while it runs
+	lost            error                   // the lease loss that made Run abort
 }
 
 // New validates opts and builds the clients, the cache and the metrics of a
 // Manager that talks to the cluster at cfg. It does not contact the API
 // server. When cfg leaves QPS and Burst at zero they are raised from
-// client-go's 5/10 to 20/30, as controllers need.
+// client-go's 5/10 to 20/30, as controllers need. With
+// Options.LeaderElection, the Lease gets a client of its own, built from a
+// copy of cfg by leader.NewForConfig, so the workload cannot starve it.
 func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if cfg == nil {
 		return nil, errors.New("manager: rest config is nil: pass one from manager.GetConfig or clientcmd")
@@ -101,12 +105,15 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("manager: building dynamic client: %w", err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
-	return newWithClients(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: mapper}, opts)
+	// The Lease gets a client of its own, so the workload cannot starve it.
+	newElector := func(o leader.Options) (*leader.Elector, error) { return leader.NewForConfig(cfg, o) }
+	return newWithClients(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: mapper}, opts, newElector)
 }
 
 // newWithClients is New after the clients exist; unit tests use it with
-// fake clients.
-func newWithClients(c informer.Clients, opts Options) (*Manager, error) {
+// fake clients. newElector builds the Elector; nil means leader.New over
+// c.Kube.
+func newWithClients(c informer.Clients, opts Options, newElector func(leader.Options) (*leader.Elector, error)) (*Manager, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -115,15 +122,14 @@ func newWithClients(c informer.Clients, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
 	m := &Manager{
-		leaderOnly: make(map[*reconcile.Controller][]replay),
-		opts:       opts,
-		log:        opts.Logger,
-		kube:       c.Kube,
-		dyn:        c.Dynamic,
-		mapper:     c.Mapper,
-		cache:      cache,
-		registry:   opts.Registry,
-		checks:     make(map[string]func() error),
+		opts:     opts,
+		log:      opts.Logger,
+		kube:     c.Kube,
+		dyn:      c.Dynamic,
+		mapper:   c.Mapper,
+		cache:    cache,
+		registry: opts.Registry,
+		checks:   make(map[string]func() error),
 	}
 	if m.registry == nil {
 		reg := prometheus.NewRegistry()
@@ -142,7 +148,10 @@ func newWithClients(c informer.Clients, opts Options) (*Manager, error) {
 		if le.Logger.GetSink() == nil {
 			le.Logger = m.log
 		}
-		if m.elector, err = leader.New(c.Kube, le); err != nil {
+		if newElector == nil {
+			newElector = func(o leader.Options) (*leader.Elector, error) { return leader.New(c.Kube, o) }
+		}
+		if m.elector, err = newElector(le); err != nil {
 			return nil, fmt.Errorf("manager: Options.LeaderElection: %w", err)
 		}
 		if err := m.registry.Register(m.elector.Collector()); err != nil {
@@ -212,11 +221,15 @@ func (m *Manager) AddController(name string, r reconcile.Reconciler, opts Contro
 	if err != nil {
 		return nil, err
 	}
+	var g *gate // nil: events always reach the queue
+	if m.elector != nil && !opts.EveryReplica {
+		g = &gate{}
+	}
 	var replays []replay
 	for _, w := range watches {
 		h := informer.Handler{Map: w.Map, Predicates: w.Predicates}
 		enqueue := func(key types.NamespacedName, ev informer.Event) {
-			ctrl.EnqueuePriority(reconcile.Request{NamespacedName: key}, priorityOf(ev))
+			g.do(func() { ctrl.EnqueuePriority(reconcile.Request{NamespacedName: key}, priorityOf(ev)) })
 		}
 		reh := h.ResourceEventHandler(enqueue)
 		reg, err := w.Source.Informer().AddEventHandler(reh)
@@ -230,8 +243,8 @@ func (m *Manager) AddController(name string, r reconcile.Reconciler, opts Contro
 		replays = append(replays, replay{source: w.Source, handler: reh, registration: reg})
 	}
 	m.controllers = append(m.controllers, ctrl)
-	if m.elector != nil && !opts.EveryReplica {
-		m.leaderOnly[ctrl] = replays
+	if g != nil {
+		m.leaderOnly = append(m.leaderOnly, leaderWork{ctrl: ctrl, replays: replays, gate: g})
 	}
 	return ctrl, nil
 }
@@ -248,18 +261,36 @@ func priorityOf(ev informer.Event) workqueue.Priority {
 	return workqueue.PriorityNormal
 }
 
-// Add registers a Runnable to start with the controllers, after the caches
-// have synced. It fails after Run has started.
+// Add registers a Runnable to start on every replica with the controllers,
+// after the caches have synced. It fails after Run has started.
 func (m *Manager) Add(r Runnable) error {
+	return m.add("Add", r, &m.runnables)
+}
+
+// AddLeaderOnly registers a Runnable to start, like leader-only controllers,
+// each time this replica becomes the leader, with a leading context: it is
+// cancelled the moment the lease is lost, and leader.CheckLeading tells
+// whether the Runnable may still act as the leader. The replica campaigns
+// again (with Recampaign) only once Start has returned. Without
+// Options.LeaderElection it is the same as Add. It fails after Run has
+// started.
+func (m *Manager) AddLeaderOnly(r Runnable) error {
+	if m.elector == nil {
+		return m.add("AddLeaderOnly", r, &m.runnables)
+	}
+	return m.add("AddLeaderOnly", r, &m.leaderRunnables)
+}
+
+func (m *Manager) add(method string, r Runnable, to *[]Runnable) error {
 	if r == nil {
-		return errors.New("manager: Add(nil): pass a Runnable")
+		return fmt.Errorf("manager: %s(nil): pass a Runnable", method)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.started.Load() {
-		return errors.New("manager: Add after Run started: add every Runnable before Run")
+		return fmt.Errorf("manager: %s after Run started: add every Runnable before Run", method)
 	}
-	m.runnables = append(m.runnables, r)
+	*to = append(*to, r)
 	return nil
 }
 
@@ -277,197 +308,17 @@ func (m *Manager) EventRecorder(component string) record.EventRecorder {
 		return &record.FakeRecorder{}
 	}
 	if m.broadcaster == nil {
-		m.broadcaster = record.NewBroadcaster()
+		// Its goroutines log through the context's logger, not global klog.
+		m.broadcaster = record.NewBroadcaster(record.WithContext(logr.NewContext(context.Background(), m.log)))
 		m.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: m.kube.CoreV1().Events("")})
 	}
 	scheme := m.opts.Informers.Scheme
 	if scheme == nil {
 		scheme = kubescheme.Scheme
 	}
-	return m.broadcaster.NewRecorder(scheme, corev1.EventSource{Component: component})
-}
-
-// Run starts everything and blocks until ctx is cancelled and everything
-// has stopped, or until something fails. See the package doc for the order.
-// It returns nil after a clean shutdown. Run may be called once.
-func (m *Manager) Run(ctx context.Context) (err error) {
-	m.mu.Lock()
-	first := m.started.CompareAndSwap(false, true)
-	m.mu.Unlock()
-	if !first {
-		return errors.New("manager: Run called twice: a Manager runs once")
-	}
-	// Each controller's queue owns goroutines from AddController on. A
-	// started controller shuts its queue down itself; this also ends the
-	// queues of controllers that never started because Run returned before
-	// the caches synced.
-	defer m.shutDownQueues()
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-
-	if m.opts.HTTPAddr != "" {
-		stop, err := m.serveHTTP(m.opts.HTTPAddr)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	defer m.stopBroadcaster()
-
-	if err := m.cache.Start(ctx); err != nil {
-		return fmt.Errorf("manager: %w", err)
-	}
-	defer func() {
-		cancel(nil)
-		m.cache.Wait()
-	}()
-
-	start := time.Now()
-	m.log.Info("Waiting for caches to sync", "informers", len(m.cache.Informers()), "timeout", m.opts.CacheSyncTimeout)
-	syncCtx, cancelSync := context.WithTimeoutCause(ctx, m.opts.CacheSyncTimeout,
-		fmt.Errorf("cache sync timeout of %v exceeded (Options.CacheSyncTimeout)", m.opts.CacheSyncTimeout))
-	err = m.cache.WaitForSync(syncCtx, m.log, m.opts.SyncProgressInterval)
-	cancelSync()
-	if err != nil {
-		if ctx.Err() != nil {
-			m.log.Info("Shutdown requested before caches synced")
-			return nil
-		}
-		return fmt.Errorf("manager: %w", err)
-	}
-	m.log.Info("Caches synced", "duration", time.Since(start))
-	m.ready.Store(true)
-
-	m.mu.Lock()
-	runs := make([]Runnable, 0, len(m.controllers)+len(m.runnables))
-	for _, c := range m.controllers {
-		if _, ok := m.leaderOnly[c]; !ok {
-			runs = append(runs, c)
-		}
-	}
-	runs = append(runs, m.runnables...)
-	m.mu.Unlock()
-
-	var wg sync.WaitGroup
-	errs := make([]error, len(runs)+1)
-	for i, r := range runs {
-		wg.Go(func() {
-			err := r.Start(ctx)
-			if err != nil && !(ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))) {
-				// A Runnable that returns ctx.Err() on shutdown stopped cleanly.
-				errs[i] = err
-				cancel(err)
-			}
-		})
-	}
-	if m.elector != nil {
-		wg.Go(func() {
-			if err := m.campaign(ctx); err != nil {
-				errs[len(runs)] = err
-				cancel(err)
-			}
-		})
-	}
-	<-ctx.Done()
-	m.ready.Store(false)
-	m.log.Info("Stopping: waiting for controllers and runnables")
-	wg.Wait()
-	m.log.Info("Stopped")
-	return errors.Join(errs...)
-}
-
-// campaign runs the leader-only controllers while this replica leads, until
-// ctx ends (nil) or the lease is lost (an error, unless the elector's
-// Recampaign option asks to campaign again).
-func (m *Manager) campaign(ctx context.Context) error {
-	for {
-		err := m.elector.Run(ctx, m.lead)
-		if err == nil || ctx.Err() != nil {
-			return nil
-		}
-		if !m.elector.Options().Recampaign {
-			return fmt.Errorf("manager: %w", err)
-		}
-		m.log.Info("Lost leadership; campaigning again with warm caches", "identity", m.elector.Identity())
-	}
-}
-
-// lead runs the leader-only controllers until leadCtx ends: gracefully on
-// shutdown, at once (reconcile.ErrAborted) when the lease was lost. Every
-// object of their watches is enqueued first, at low priority, so nothing
-// that changed while another replica led, or while this one stood by, is
-// missed.
-func (m *Manager) lead(leadCtx context.Context) {
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(leadCtx))
-	defer cancel(nil)
-	stop := context.AfterFunc(leadCtx, func() {
-		cause := context.Cause(leadCtx)
-		if errors.Is(cause, leader.ErrLeaseLost) {
-			cause = fmt.Errorf("%w: %w", reconcile.ErrAborted, cause)
-		}
-		cancel(cause)
-	})
-	defer stop()
-
-	m.mu.Lock()
-	ctrls := maps.Clone(m.leaderOnly)
-	m.mu.Unlock()
-	var wg sync.WaitGroup
-	for c, replays := range ctrls {
-		for _, r := range replays {
-			for _, obj := range r.source.Informer().GetStore().List() {
-				r.handler.OnAdd(obj, true)
-			}
-		}
-		wg.Go(func() {
-			if err := c.Start(ctx); err != nil {
-				m.log.Error(err, "Leader-only controller stopped with an error", "controller", c.Name())
-			}
-		})
-	}
-	wg.Wait()
-}
-
-// abortTimeout bounds how long lease loss waits for in-flight reconciles:
-// at most the window between the old leader giving up (RenewDeadline) and
-// a standby taking over (LeaseDuration).
-func (m *Manager) abortTimeout() time.Duration {
-	if m.elector == nil {
-		return 0
-	}
-	o := m.elector.Options()
-	return min(reconcile.DefaultAbortTimeout, o.LeaseDuration-o.RenewDeadline)
-}
-
-// Elector is the manager's leader elector, or nil without leader election.
-func (m *Manager) Elector() *leader.Elector { return m.elector }
-
-// replay re-delivers a watch's cached objects to its handler.
-type replay struct {
-	source       informer.Source
-	handler      cache.ResourceEventHandler
-	registration cache.ResourceEventHandlerRegistration
+	return m.broadcaster.NewRecorder(scheme, corev1.EventSource{Component: component}).WithLogger(m.log)
 }
 
 // Ready reports whether the caches have synced and Run has not begun to
 // shut down; /readyz serves it.
 func (m *Manager) Ready() bool { return m.ready.Load() }
-
-func (m *Manager) shutDownQueues() {
-	m.mu.Lock()
-	ctrls := slices.Clone(m.controllers)
-	m.mu.Unlock()
-	for _, c := range ctrls {
-		c.Queue().ShutDown()
-	}
-}
-
-func (m *Manager) stopBroadcaster() {
-	m.mu.Lock()
-	b := m.broadcaster
-	m.stopped = true
-	m.mu.Unlock()
-	if b != nil {
-		b.Shutdown()
-	}
-}

@@ -48,12 +48,15 @@ type Options struct {
 	// SyncProgressInterval is how often sync progress is logged.
 	// 0 means DefaultSyncProgressInterval.
 	SyncProgressInterval time.Duration
-	// ShutdownTimeout is how long in-flight reconciles may run after Run's
-	// ctx is cancelled. 0 means reconcile.DefaultShutdownTimeout.
+	// ShutdownTimeout is how long in-flight reconciles and Runnables may
+	// run after Run's ctx is cancelled. 0 means
+	// reconcile.DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 	// LeaderElection, when set, makes controllers leader-only: every
 	// replica syncs its caches (a warm standby), but only the replica that
-	// holds the Lease runs their workers. Nil disables leader election.
+	// holds the Lease runs their workers. The Lease gets a client of its
+	// own, built from a copy of the rest config (leader.NewForConfig). Nil
+	// disables leader election.
 	LeaderElection *leader.Options
 }
 
@@ -66,7 +69,10 @@ type ControllerOptions struct {
 	// RateLimiter paces retries. Nil means workqueue.DefaultRateLimiter.
 	RateLimiter workqueue.RateLimiter[reconcile.Request]
 	// EveryReplica runs the controller on every replica, leader or not.
-	// Without Options.LeaderElection every controller does.
+	// Without Options.LeaderElection every controller does. A leader-only
+	// controller (the default with leader election) queues no events while
+	// its replica stands by; when the replica takes over, every cached
+	// object of its watches is queued.
 	EveryReplica bool
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
+	"github.com/ctrlkit/ctrlkit/pkg/leader"
 )
 
 // Object is a pointer to an API type, built-in such as *appsv1.Deployment
@@ -70,7 +71,10 @@ const (
 // they are. A conflict (apierrors.IsConflict: the cache was stale) or
 // AlreadyExists (the cache had not yet seen the object) is expected now
 // and then: return it from Reconcile, and the retry, after backoff, reads
-// a fresher cache.
+// a fresher cache. Just before writing it calls leader.CheckLeading(ctx):
+// under the ctx of a leader-only Reconcile whose replica can no longer
+// prove it holds the lease, nothing is sent and the error wraps
+// leader.ErrNotLeader.
 func CreateOrUpdate[T Object](ctx context.Context, lister informer.Lister[T], w Writer[T], namespace, name string, mutate func(obj T) error) (T, OperationResult, error) {
 	var zero T
 	cached, err := lister.Get(namespace, name)
@@ -85,6 +89,9 @@ func CreateOrUpdate[T Object](ctx context.Context, lister informer.Lister[T], w 
 		obj.SetNamespace(namespace)
 		obj.SetName(name)
 		if err := callMutate(obj, namespace, name, mutate); err != nil {
+			return zero, Unchanged, err
+		}
+		if err := leader.CheckLeading(ctx); err != nil {
 			return zero, Unchanged, err
 		}
 		out, err := w.Create(ctx, obj, metav1.CreateOptions{})
@@ -102,6 +109,9 @@ func CreateOrUpdate[T Object](ctx context.Context, lister informer.Lister[T], w 
 	}
 	if equality.Semantic.DeepEqual(cached, obj) {
 		return obj, Unchanged, nil
+	}
+	if err := leader.CheckLeading(ctx); err != nil {
+		return zero, Unchanged, err
 	}
 	out, err := w.Update(ctx, obj, metav1.UpdateOptions{})
 	if err != nil {

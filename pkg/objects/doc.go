@@ -15,6 +15,11 @@
 //     race fails with a conflict (apierrors.IsConflict), a Create of an
 //     object the cache had not seen yet with AlreadyExists. Return it from
 //     Reconcile; the retry, with backoff, reads a fresher cache.
+//   - Writes are fenced: CreateOrUpdate and DynamicWriter call
+//     leader.CheckLeading(ctx) just before each request, so under the ctx of
+//     a leader-only Reconcile they send nothing once the replica can no
+//     longer prove it holds the lease (the error wraps leader.ErrNotLeader).
+//     Writes through a raw clientset are not checked: see package leader.
 //   - The pure helpers (AddFinalizer, RemoveFinalizer,
 //     SetControllerReference, SetCondition) change only the object they are
 //     given, which must be the caller's own copy, never one from a lister,

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/ctrlkit/ctrlkit/pkg/leader"
 )
 
 // DynamicWriter writes objects of a custom Go type T, such as
@@ -16,7 +18,9 @@ import (
 // have no generated clientset. It is a Writer[T] and a StatusWriter[T].
 // Objects are converted to unstructured and back with
 // runtime.DefaultUnstructuredConverter, so T needs JSON tags and a
-// DeepCopyObject, as controller-gen makes them. Safe for concurrent use.
+// DeepCopyObject, as controller-gen makes them. Like CreateOrUpdate, it
+// sends nothing once leader.CheckLeading(ctx) fails. Safe for concurrent
+// use.
 type DynamicWriter[T Object] struct {
 	client dynamic.ResourceInterface
 	gvk    schema.GroupVersionKind
@@ -37,7 +41,7 @@ func NewDynamicWriter[T Object](client dynamic.ResourceInterface, gvk schema.Gro
 
 // Create creates obj and returns the object as the API server stored it.
 func (w *DynamicWriter[T]) Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error) {
-	return w.write(obj, func(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return w.write(ctx, obj, func(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		return w.client.Create(ctx, u, opts)
 	})
 }
@@ -46,7 +50,7 @@ func (w *DynamicWriter[T]) Create(ctx context.Context, obj T, opts metav1.Create
 // subresource) and returns the object as the API server stored it. It
 // fails with a conflict if obj's resourceVersion is not the latest.
 func (w *DynamicWriter[T]) Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
-	return w.write(obj, func(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return w.write(ctx, obj, func(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		return w.client.Update(ctx, u, opts)
 	})
 }
@@ -55,15 +59,19 @@ func (w *DynamicWriter[T]) Update(ctx context.Context, obj T, opts metav1.Update
 // the API server stored it. It fails with a conflict if obj's
 // resourceVersion is not the latest.
 func (w *DynamicWriter[T]) UpdateStatus(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
-	return w.write(obj, func(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return w.write(ctx, obj, func(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		return w.client.UpdateStatus(ctx, u, opts)
 	})
 }
 
-// write converts obj, sends it with do, and converts the answer back.
-// Errors from do are returned as they are, for apierrors' predicates.
-func (w *DynamicWriter[T]) write(obj T, do func(*unstructured.Unstructured) (*unstructured.Unstructured, error)) (T, error) {
+// write converts obj, sends it with do, unless ctx's leadership term is
+// over, and converts the answer back. Errors from do are returned as they
+// are, for apierrors' predicates.
+func (w *DynamicWriter[T]) write(ctx context.Context, obj T, do func(*unstructured.Unstructured) (*unstructured.Unstructured, error)) (T, error) {
 	var zero T
+	if err := leader.CheckLeading(ctx); err != nil {
+		return zero, err
+	}
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return zero, fmt.Errorf("objects: converting %T %s to unstructured: %w", obj, keyOf(obj), err)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/utils/clock"
 
+	"github.com/ctrlkit/ctrlkit/pkg/leader"
 	"github.com/ctrlkit/ctrlkit/pkg/workqueue"
 )
 
@@ -34,7 +35,7 @@ const DefaultAbortTimeout = 5 * time.Second
 // the cancellation is observed, in-flight reconciles have their ctx
 // cancelled immediately, and Start waits for them only up to AbortTimeout.
 // The manager aborts leader-only controllers this way when the lease is
-// lost.
+// lost, and, failing fast, every other controller too.
 var ErrAborted = errors.New("reconcile: aborted")
 
 // Options configures a Controller. The zero value is valid: one worker, no
@@ -200,6 +201,11 @@ func (c *Controller) EnqueuePriority(req Request, p workqueue.Priority) {
 // the abort timeout. It returns an error if the controller is already
 // running, or if reconciles were still running when it gave up.
 //
+// If ctx descends from a leading context (package leader), no Reconcile
+// starts once leader.CheckLeading(ctx) fails, and in-flight reconciles have
+// their ctx cancelled the moment the lease is lost (leader.Fence), even
+// during a graceful stop.
+//
 // Start may be called again after it returned: a controller that owns its
 // queue gets a fresh one when it stops, which collects keys until the next
 // Start. Keys enqueued while it was stopping are lost, so a caller that
@@ -224,9 +230,14 @@ func (c *Controller) Start(ctx context.Context) error {
 		}
 		go func() { <-stuck; c.running.Store(false) }()
 	}()
-	// In-flight reconciles outlive ctx by up to the shutdown timeout.
+	// In-flight reconciles outlive ctx by up to the shutdown timeout, but
+	// not the lease they run under.
 	workCtx, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelWork(nil)
+	if fence, ok := leader.Fence(ctx); ok {
+		stop := context.AfterFunc(fence, func() { cancelWork(context.Cause(fence)) })
+		defer stop()
+	}
 
 	var stopping atomic.Bool // take no new keys
 	c.log.Info("Starting workers", "workers", c.workers)
@@ -288,8 +299,10 @@ func (c *Controller) renewQueue() {
 }
 
 // processNext handles one key; it returns false once the queue shuts down.
-// Once stopping, it takes the keys still waiting without reconciling them,
-// so the old queue empties: its depth series is the next run's too.
+// Once stopping, or once ctx's lease is gone, it takes the keys still
+// waiting without reconciling them, so the old queue empties: its depth
+// series is the next run's too. (The next leader reconciles every object
+// when it takes over.)
 func (c *Controller) processNext(ctx context.Context, q workqueue.Interface[Request], stopping *atomic.Bool) bool {
 	req, shutdown := q.Get()
 	if shutdown {
@@ -297,6 +310,10 @@ func (c *Controller) processNext(ctx context.Context, q workqueue.Interface[Requ
 	}
 	defer q.Done(req)
 	if stopping.Load() {
+		return true
+	}
+	if err := leader.CheckLeading(ctx); err != nil {
+		c.log.V(4).Info("Not reconciling: this replica no longer leads", "namespace", req.Namespace, "name", req.Name, "reason", err.Error())
 		return true
 	}
 	c.metrics.activeWorkers.Inc()

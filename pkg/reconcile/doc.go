@@ -14,9 +14,15 @@
 // a logr.Logger in its context (logr.FromContextOrDiscard) carrying the keys
 // controller, namespace, name and reconcileID.
 //
+// A controller started with a leading context (package leader: the manager
+// starts leader-only controllers so) is fenced: no Reconcile starts once
+// leader.CheckLeading fails, and in-flight reconciles have their ctx
+// cancelled the moment the lease is lost, even during a graceful stop.
+//
 // Goroutines: Controller.Start runs Options.Workers workers and returns once
-// they have stopped; nothing runs before Start or after it returns, unless a
-// Reconcile ignored cancellation past the shutdown timeout (Start then
-// returns an error saying so, and the controller cannot be started again
-// until that Reconcile returns).
+// they have stopped (under a leading context, a context.AfterFunc callback
+// also cancels in-flight reconciles when the lease is lost); nothing runs
+// before Start or after it returns, unless a Reconcile ignored cancellation
+// past the shutdown timeout (Start then returns an error saying so, and the
+// controller cannot be started again until that Reconcile returns).
 package reconcile

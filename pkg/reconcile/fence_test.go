@@ -1,0 +1,87 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/ctrlkit/ctrlkit/pkg/leader"
+	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
+)
+
+// TestFenced runs in a synctest bubble. The controller's Start ctx keeps
+// the term of leadership but not its cancellation: the window between the
+// lease being lost and the controller being told. The fence alone must
+// cancel the in-flight Reconcile and keep any other from starting.
+func TestFenced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		kube := fake.NewClientset()
+		var unreachable atomic.Bool
+		kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if unreachable.Load() {
+				return true, nil, errors.New("fake: timeout")
+			}
+			return false, nil, nil
+		})
+		e, err := leader.New(kube, leader.Options{Name: "op", Namespace: "ns", Identity: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leading := make(chan context.Context, 1)
+		lost := make(chan error, 1)
+		go func() {
+			lost <- e.Run(t.Context(), func(ctx context.Context) error {
+				leading <- ctx
+				<-ctx.Done()
+				return nil
+			})
+		}()
+		leadCtx := <-leading
+
+		slow, later := req("ns", "slow"), req("ns", "later")
+		var n calls
+		inFlight := make(chan context.Context, 1)
+		c, err := reconcile.New("fenced", reconcile.Func(func(ctx context.Context, r reconcile.Request) (reconcile.Result, error) {
+			n.inc(r)
+			if r == slow {
+				inFlight <- ctx
+				<-ctx.Done()
+			}
+			return reconcile.Result{}, nil
+		}), reconcile.Options{Workers: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.WithoutCancel(leadCtx))
+		errc := make(chan error, 1)
+		go func() { errc <- c.Start(ctx) }()
+		c.Enqueue(slow)
+		rctx := <-inFlight
+
+		unreachable.Store(true) // the fence closes within RenewDeadline + RetryPeriod
+		time.Sleep(leader.DefaultRenewDeadline + leader.DefaultRetryPeriod)
+		synctest.Wait()
+		if cause := context.Cause(rctx); !errors.Is(cause, leader.ErrLeaseLost) {
+			t.Errorf("in-flight Reconcile's ctx cause after the fence = %v, want ErrLeaseLost", cause)
+		}
+		c.Enqueue(later)
+		synctest.Wait()
+		if got := n.get(later); got != 0 {
+			t.Errorf("a Reconcile started %d times after the lease was lost, want 0", got)
+		}
+		if err := <-lost; !errors.Is(err, leader.ErrLeaseLost) {
+			t.Errorf("Run = %v, want ErrLeaseLost", err)
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("Start = %v", err)
+		}
+	})
+}

@@ -96,6 +96,9 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = cmp.Or(opts.Name, DefaultName)
 	}
+	// rest_client_* series of this manager's own, counted on its transport.
+	clientMetrics := newRESTMetrics()
+	cfg.Wrap(clientMetrics.wrap)
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("manager: building clientset: %w", err)
@@ -107,7 +110,14 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
 	// The Lease gets a client of its own, so the workload cannot starve it.
 	newElector := func(o leader.Options) (*leader.Elector, error) { return leader.NewForConfig(cfg, o) }
-	return newWithClients(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: mapper}, opts, newElector)
+	m, err := newWithClients(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: mapper}, opts, newElector)
+	if err != nil {
+		return nil, err
+	}
+	if err := clientMetrics.register(m.registry); err != nil {
+		return nil, fmt.Errorf("manager: registering rest_client metrics: %w", err)
+	}
+	return m, nil
 }
 
 // newWithClients is New after the clients exist; unit tests use it with

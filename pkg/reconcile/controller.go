@@ -345,12 +345,15 @@ func (c *Controller) handle(ctx context.Context, q workqueue.Interface[Request],
 	ctx = context.WithValue(ctx, reconcileIDKey{}, id)
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, c.timeout, errReconcileTimeout)
 		defer cancel()
 	}
 
 	res, err := c.call(ctx, req)
 	c.metrics.duration.Observe(c.clock.Since(start).Seconds())
+	if c.timeout > 0 && errors.Is(context.Cause(ctx), errReconcileTimeout) {
+		c.metrics.timeouts.Inc()
+	}
 
 	switch {
 	case err != nil && IsTerminal(err):
@@ -394,6 +397,10 @@ func (c *Controller) call(ctx context.Context, req Request) (res Result, err err
 	}()
 	return c.do.Reconcile(ctx, req)
 }
+
+// errReconcileTimeout is the cause of a Reconcile's ctx cancelled by
+// Options.Timeout, told apart from shutdown and leadership loss.
+var errReconcileTimeout = errors.New("reconcile: Options.Timeout exceeded")
 
 type reconcileIDKey struct{}
 

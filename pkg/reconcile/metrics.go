@@ -21,6 +21,7 @@ type Metrics struct {
 	errors         *prometheus.CounterVec
 	terminalErrors *prometheus.CounterVec
 	panics         *prometheus.CounterVec
+	timeouts       *prometheus.CounterVec
 	duration       *prometheus.HistogramVec
 	maxWorkers     *prometheus.GaugeVec
 	activeWorkers  *prometheus.GaugeVec
@@ -48,6 +49,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "controller_runtime_reconcile_panics_total",
 			Help: "Total number of reconciliation panics per controller",
 		}, ctl),
+		timeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "controller_runtime_reconcile_timeouts_total",
+			Help: "Total number of reconciliation timeouts per controller",
+		}, ctl),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "controller_runtime_reconcile_time_seconds",
 			Help: "Length of time per reconciliation per controller",
@@ -64,12 +69,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, ctl),
 		eventToStart: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "ctrlkit_event_to_reconcile_seconds",
-			Help: "Time from the informer event that enqueued a key to the start of the Reconcile that handled it, " +
-				"including any wait behind delays and backoff",
+			Help: "Time from the first informer event that enqueued a key since its last Reconcile started " +
+				"to the start of the next Reconcile of that key; retries and RequeueAfter are not timed " +
+				"(an event ends a pending delay, so the key waits only behind the queue)",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18), // 1ms .. ~131s
 		}, ctl),
 	}
-	for _, c := range []prometheus.Collector{m.total, m.errors, m.terminalErrors, m.panics, m.duration, m.maxWorkers, m.activeWorkers, m.eventToStart} {
+	for _, c := range []prometheus.Collector{m.total, m.errors, m.terminalErrors, m.panics, m.timeouts, m.duration, m.maxWorkers, m.activeWorkers, m.eventToStart} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("reconcile: registering metrics (give each manager its own registry): %w", err)
 		}
@@ -82,7 +88,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 type controllerMetrics struct {
 	success, failed, requeueAfter prometheus.Counter
 	errors, terminalErrors        prometheus.Counter
-	panics                        prometheus.Counter
+	panics, timeouts              prometheus.Counter
 	duration, eventToStart        prometheus.Observer
 	activeWorkers                 prometheus.Gauge
 }
@@ -101,6 +107,7 @@ func (m *Metrics) forController(name string, workers int) controllerMetrics {
 		errors:         m.errors.WithLabelValues(name),
 		terminalErrors: m.terminalErrors.WithLabelValues(name),
 		panics:         m.panics.WithLabelValues(name),
+		timeouts:       m.timeouts.WithLabelValues(name),
 		duration:       m.duration.WithLabelValues(name),
 		eventToStart:   m.eventToStart.WithLabelValues(name),
 		activeWorkers:  m.activeWorkers.WithLabelValues(name),

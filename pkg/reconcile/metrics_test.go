@@ -185,6 +185,7 @@ func TestMetricsSeriesZeroedAtStart(t *testing.T) {
 		"controller_runtime_reconcile_errors_total",
 		"controller_runtime_terminal_reconcile_errors_total",
 		"controller_runtime_reconcile_panics_total",
+		"controller_runtime_reconcile_timeouts_total",
 		"controller_runtime_reconcile_time_seconds",
 		"controller_runtime_max_concurrent_reconciles",
 		"controller_runtime_active_workers",
@@ -214,5 +215,37 @@ func TestNewMetricsTwiceOnOneRegistry(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "own registry") {
 		t.Errorf("error %q does not tell the caller to give each manager its own registry", err)
+	}
+}
+
+// TestMetricsTimeouts checks controller_runtime_reconcile_timeouts_total:
+// a Reconcile whose ctx ran out of Options.Timeout counts once; one that
+// returned in time, or was cancelled for another reason, does not.
+func TestMetricsTimeouts(t *testing.T) {
+	const name = "timed"
+	reg, opts := newMetrics(t)
+	opts.Timeout = 20 * time.Millisecond
+	opts.RateLimiter = fastLimiter()
+	var n calls
+	c, err := reconcile.New(name, reconcile.Func(func(ctx context.Context, r reconcile.Request) (reconcile.Result, error) {
+		if n.inc(r) == 1 && r.Name == "slow" {
+			<-ctx.Done() // runs out of its Timeout
+			return reconcile.Result{}, ctx.Err()
+		}
+		return reconcile.Result{}, nil
+	}), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, c)
+	slow, fast := req("ns", "slow"), req("ns", "fast")
+	c.Enqueue(slow)
+	c.Enqueue(fast)
+	eventually(t, waitTimeout, func() bool { return n.get(slow) == 2 && n.get(fast) == 1 }, "the slow key retried and the fast one reconciled")
+	if err := s.stop(t); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if got := value(t, reg, "controller_runtime_reconcile_timeouts_total", map[string]string{"controller": name}); got != 1 {
+		t.Errorf("controller_runtime_reconcile_timeouts_total = %v, want 1", got)
 	}
 }

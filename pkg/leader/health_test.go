@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
@@ -138,14 +139,22 @@ func TestCollector(t *testing.T) {
 		e := newElector(t, a, options(&l))
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(e.Collector())
-		status := func() float64 {
+		gather := func(name string) *dto.Metric {
 			t.Helper()
 			mfs, err := reg.Gather()
-			if err != nil || len(mfs) != 1 || mfs[0].GetName() != "leader_election_master_status" {
-				t.Fatalf("Gather = %v, %v", mfs, err)
+			if err != nil || len(mfs) != 2 {
+				t.Fatalf("Gather = %v, %v; want master_status and slowpath_total", mfs, err)
 			}
-			return mfs[0].GetMetric()[0].GetGauge().GetValue()
+			for _, mf := range mfs {
+				if mf.GetName() == name {
+					return mf.GetMetric()[0]
+				}
+			}
+			t.Fatalf("Gather has no %s: %v", name, mfs)
+			return nil
 		}
+		status := func() float64 { return gather("leader_election_master_status").GetGauge().GetValue() }
+		slowpaths := func() float64 { return gather("leader_election_slowpath_total").GetCounter().GetValue() }
 		if got := status(); got != 0 {
 			t.Errorf("status before Run = %v, want 0", got)
 		}
@@ -154,8 +163,20 @@ func TestCollector(t *testing.T) {
 		if got := status(); got != 1 {
 			t.Errorf("status while leading = %v, want 1", got)
 		}
-		if n := testutil.CollectAndCount(e.Collector()); n != 1 {
-			t.Errorf("series = %d, want 1", n)
+		if n := testutil.CollectAndCount(e.Collector()); n != 2 {
+			t.Errorf("series = %d, want 2", n)
+		}
+		if got := slowpaths(); got != 0 {
+			t.Errorf("slowpath_total after a clean acquire = %v, want 0", got)
+		}
+		// One renewal whose optimistic update conflicts: client-go reads the
+		// Lease (the slow path) and then writes it.
+		a.set(func(a *api) { a.fail = apierrors.NewConflict(leases, "op", errors.New("the object has been modified")) })
+		time.Sleep(retryPeriod) // the fake clock of the bubble: one renewal attempt
+		synctest.Wait()
+		a.set(func(a *api) { a.fail = nil })
+		if got := slowpaths(); got < 1 {
+			t.Errorf("slowpath_total after a conflicting renewal = %v, want ≥ 1", got)
 		}
 		c.ret <- nil
 		c.cancel(nil)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -97,6 +98,8 @@ type Elector struct {
 	holder    string    // the holder last seen
 	denied    time.Time // when the Lease was first refused (403/401) since the last success
 	deniedErr error
+
+	slowpaths atomic.Uint64 // renewals that had to read the Lease first
 }
 
 // New validates opts and returns an Elector that uses client for the
@@ -267,19 +270,46 @@ func (e *Elector) Check() error {
 	return nil
 }
 
-// Collector reports leader_election_master_status{name} (1 while leading),
-// the gauge client-go and controller-runtime expose.
+// Collector reports leader_election_master_status{name} (1 while leading)
+// and leader_election_slowpath_total{name}, the series client-go and
+// controller-runtime expose. The slow path is a renewal that had to read
+// the Lease first because the optimistic update of the record last seen
+// failed: a sign of conflicting writers or a Lease changed behind the
+// leader's back.
 func (e *Elector) Collector() prometheus.Collector {
-	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name:        "leader_election_master_status",
-		Help:        "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.",
-		ConstLabels: prometheus.Labels{"name": e.opts.Name},
-	}, func() float64 {
-		if e.IsLeader() {
-			return 1
-		}
-		return 0
-	})
+	labels := prometheus.Labels{"name": e.opts.Name}
+	return collectors{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "leader_election_master_status",
+			Help:        "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name.",
+			ConstLabels: labels,
+		}, func() float64 {
+			if e.IsLeader() {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "leader_election_slowpath_total",
+			Help:        "Total number of slow path exercised in renewing leader leases. 'name' is the string used to identify the lease. Please make sure to group by name.",
+			ConstLabels: labels,
+		}, func() float64 { return float64(e.slowpaths.Load()) }),
+	}
+}
+
+// collectors is several collectors registered as one.
+type collectors []prometheus.Collector
+
+func (cs collectors) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range cs {
+		c.Describe(ch)
+	}
+}
+
+func (cs collectors) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range cs {
+		c.Collect(ch)
+	}
 }
 
 // lease names the Lease in logs and errors.

@@ -25,7 +25,14 @@ var _ resourcelock.Interface = (*fencedLock)(nil)
 
 // Get reads the Lease. A record that does not name this replica closes the
 // fence at once: another replica took the lease (or it was released).
+//
+// client-go reads the Lease before writing it only on its slow path: a
+// leader reads it when the optimistic update of the record it last saw
+// failed, which leader_election_slowpath_total counts.
 func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	if l.e.IsLeader() {
+		l.e.slowpaths.Add(1)
+	}
 	rec, raw, err := l.Interface.Get(ctx)
 	l.e.access(err)
 	if err == nil {

@@ -165,7 +165,7 @@ func newWithClients(c informer.Clients, opts Options, newElector func(leader.Opt
 			return nil, fmt.Errorf("manager: Options.LeaderElection: %w", err)
 		}
 		if err := m.registry.Register(m.elector.Collector()); err != nil {
-			return nil, fmt.Errorf("manager: registering leader_election_master_status: %w", err)
+			return nil, fmt.Errorf("manager: registering leader_election_* metrics: %w", err)
 		}
 		m.checks["leader-election"] = m.elector.Check
 	}

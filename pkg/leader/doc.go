@@ -35,10 +35,13 @@
 // cancelled at once (a timer and the elector's goroutine do it), and
 // CheckLeading, which tests the same conditions synchronously, returns an
 // error wrapping ErrNotLeader for every context derived from it. ctrlkit
-// calls CheckLeading before each Reconcile of a leader-only controller and
+// calls CheckLeading before each Reconcile of a leader-only controller,
 // before each write of its write helpers (objects.CreateOrUpdate,
-// objects.DynamicWriter), and cancels the ctx of in-flight leader-only
-// reconciles when the Fence closes. So, with timings New accepts:
+// objects.DynamicWriter), and in the transport of the manager's clients
+// (manager.Client, manager.Dynamic) for every request but a read, after
+// client-go's client-side rate limiter: a write that waited there, or in a
+// paused process, while the term ended is refused, not sent. It cancels the
+// ctx of in-flight leader-only reconciles when the Fence closes. So, with timings New accepts:
 //
 //   - no leader-only Reconcile starts, and no write through ctrlkit's write
 //     helpers is sent, after this replica saw another holder or after its
@@ -53,12 +56,12 @@
 //     the process is paused, or the request is delayed, for longer than the
 //     margin between the fence and a standby's takeover (LeaseDuration -
 //     RenewDeadline - RetryPeriod) right between the two.
-//   - Writes that bypass the check are not fenced: through a raw clientset
-//     (manager.Client, manager.Dynamic) or a Writer called directly, and in
-//     particular by a Reconcile that ignores its cancelled ctx. Make
-//     Reconcile return when its ctx is done, call CheckLeading before such
-//     writes, and use optimistic concurrency (resourceVersion on Update) for
-//     writes that must not race.
+//   - Writes that bypass the check are not fenced: through a client the
+//     operator built itself, or with a context that does not descend from
+//     the Reconcile's (context.Background() in a Reconcile). Make Reconcile
+//     return when its ctx is done and pass that ctx to every call, call
+//     CheckLeading before other writes, and use optimistic concurrency
+//     (resourceVersion on Update) for writes that must not race.
 //   - A suspend of the whole machine that stops the monotonic clock (a VM
 //     paused by its hypervisor, suspend to RAM) is not seen as elapsed time.
 //   - Reads from the caches are not fenced; they are local.

@@ -99,6 +99,10 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	// rest_client_* series of this manager's own, counted on its transport.
 	clientMetrics := newRESTMetrics()
 	cfg.Wrap(clientMetrics.wrap)
+	// The Lease's client is built from this config, before the fence below:
+	// renewing and releasing the lease is not leader-only work.
+	leaseCfg := rest.CopyConfig(cfg)
+	cfg.Wrap(fenceWrites)
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("manager: building clientset: %w", err)
@@ -109,7 +113,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
 	// The Lease gets a client of its own, so the workload cannot starve it.
-	newElector := func(o leader.Options) (*leader.Elector, error) { return leader.NewForConfig(cfg, o) }
+	newElector := func(o leader.Options) (*leader.Elector, error) { return leader.NewForConfig(leaseCfg, o) }
 	m, err := newWithClients(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: mapper}, opts, newElector)
 	if err != nil {
 		return nil, err

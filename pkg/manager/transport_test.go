@@ -1,0 +1,127 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/ctrlkit/ctrlkit/pkg/leader"
+)
+
+func TestRESTMetricsCountRequests(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/missing" {
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	m := newRESTMetrics()
+	reg := prometheus.NewPedanticRegistry()
+	if err := m.register(reg); err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: m.wrap(http.DefaultTransport)}
+	for _, path := range []string{"/ok", "/ok", "/missing"} {
+		resp, err := client.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	failing := &http.Client{Transport: m.wrap(roundTripperFunc(func(*http.Request) (*http.Response, error) {
+		return nil, errors.New("connection refused")
+	}))}
+	if _, err := failing.Post("http://unreachable.invalid/x", "", nil); err == nil {
+		t.Fatal("request through a failing transport succeeded")
+	}
+	host := strings.TrimPrefix(srv.URL, "http://")
+	want := `
+# HELP rest_client_requests_total Number of HTTP requests, partitioned by status code, method, and host.
+# TYPE rest_client_requests_total counter
+rest_client_requests_total{code="200",host="` + host + `",method="GET"} 2
+rest_client_requests_total{code="404",host="` + host + `",method="GET"} 1
+rest_client_requests_total{code="<error>",host="unreachable.invalid",method="POST"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "rest_client_requests_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(m.latency); n != 2 {
+		t.Errorf("rest_client_request_duration_seconds has %d series, want 2 (GET and POST)", n)
+	}
+}
+
+// TestFenceWrites checks the fence at the transport, after client-go's
+// rate limiter: a write whose context belongs to a term of leadership that
+// is over is not sent, a read is, and a write of a live term is.
+func TestFenceWrites(t *testing.T) {
+	var writes atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			writes.Add(1)
+		}
+	}))
+	defer srv.Close()
+	client := &http.Client{Transport: fenceWrites(http.DefaultTransport)}
+	send := func(ctx context.Context, method string) error {
+		req, err := http.NewRequestWithContext(ctx, method, srv.URL+"/api/v1/namespaces/ns/configmaps/cm", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+
+	e, err := leader.New(fake.NewClientset(), leader.Options{Name: "op", Namespace: "ns", Identity: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	leading := make(chan context.Context, 1)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- e.Run(runCtx, func(ctx context.Context) error {
+			leading <- ctx
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	var term context.Context
+	select {
+	case term = <-leading:
+	case <-time.After(time.Minute):
+		t.Fatal("the elector did not lead within a minute on a fake clientset")
+	}
+	term = context.WithoutCancel(term) // the term's values, not its cancellation
+
+	if err := send(term, http.MethodPut); err != nil {
+		t.Fatalf("PUT while leading: %v", err)
+	}
+	if err := send(context.Background(), http.MethodPost); err != nil {
+		t.Fatalf("POST outside any term: %v", err)
+	}
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if err := send(term, http.MethodPut); !errors.Is(err, leader.ErrNotLeader) {
+		t.Errorf("PUT after the term ended: %v, want an error wrapping leader.ErrNotLeader", err)
+	}
+	if err := send(term, http.MethodGet); err != nil {
+		t.Errorf("GET after the term ended: %v, want it sent (reads are not fenced)", err)
+	}
+	if n := writes.Load(); n != 2 {
+		t.Errorf("the server received %d writes, want 2 (the PUT while leading and the POST outside any term)", n)
+	}
+}

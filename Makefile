@@ -45,7 +45,7 @@ unit: ## Run the unit tests with -race (the library outside the workspace, again
 
 .PHONY: e2e
 e2e: envtest ## Run the e2e tests against a real kube-apiserver and etcd
-	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) $(GO) test -race -count=1 -timeout 15m ./test/e2e/... ./examples/...
+	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) $(GO) test -race -count=1 -timeout 15m ./test/e2e/... ./test/ha/... ./examples/...
 	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) $(GO) test -count=1 -timeout 30m -run '^TestNewProjectE2E$$' ./cmd/ctrlkit/
 
 .PHONY: lint

@@ -21,8 +21,9 @@ import (
 	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
 )
 
-// Short leader-election timings keep the suite fast while keeping client-go's
-// rule LeaseDuration > RenewDeadline > 1.2 × RetryPeriod.
+// Short leader-election timings keep the suite fast while keeping
+// pkg/leader's rule LeaseDuration (whole seconds) ≥ 1.1 × (RenewDeadline +
+// RetryPeriod): 2s ≥ 1.925s.
 const (
 	leaseDuration = 2 * time.Second
 	renewDeadline = 1500 * time.Millisecond

@@ -71,9 +71,9 @@ type Queue[T comparable] struct {
 	working  int            // keys handed out and not Done
 	delayed  delayHeap[T]
 	shutdown bool
-	drain    bool        // ShutDownWithDrain waits, and ShutDown has not been called
-	free     []*node[T]  // spare nodes, at most maxFree
-	freeG    []*group[T] // spare groups, at most maxFree
+	drain    bool               // ShutDownWithDrain waits, and ShutDown has not been called
+	free     freeList[node[T]]  // spare nodes
+	freeG    freeList[group[T]] // spare groups
 
 	wake     chan struct{} // a new earliest delayed key; capacity 1
 	stop     chan struct{}
@@ -88,6 +88,29 @@ type Queue[T comparable] struct {
 // steady state of Add, Get and Done allocates nothing while a drained
 // backlog of any size leaves at most maxFree of each behind.
 const maxFree = 256
+
+// freeList holds up to maxFree zeroed values for reuse.
+type freeList[E any] []*E
+
+// get returns a spare value, or a new one.
+func (f *freeList[E]) get() *E {
+	k := len(*f)
+	if k == 0 {
+		return new(E)
+	}
+	e := (*f)[k-1]
+	*f = (*f)[:k-1]
+	return e
+}
+
+// put zeroes e and keeps it for reuse, unless the list is full.
+func (f *freeList[E]) put(e *E) {
+	if len(*f) < maxFree {
+		var zero E
+		*e = zero
+		*f = append(*f, e)
+	}
+}
 
 // New returns a started Queue. It fails if Metrics is set without a Name,
 // or if StarvationBound is negative.
@@ -358,13 +381,7 @@ func (q *Queue[T]) ShuttingDown() bool {
 }
 
 func (q *Queue[T]) newNode(item T) *node[T] {
-	var n *node[T]
-	if k := len(q.free); k > 0 {
-		n = q.free[k-1]
-		q.free = q.free[:k-1]
-	} else {
-		n = &node[T]{}
-	}
+	n := q.free.get()
 	n.item = item
 	n.heapIdx = -1
 	q.nodes[item] = n
@@ -377,10 +394,7 @@ func (q *Queue[T]) newNode(item T) *node[T] {
 // name.
 func (q *Queue[T]) release(n *node[T]) {
 	delete(q.nodes, n.item)
-	if len(q.free) < maxFree {
-		*n = node[T]{}
-		q.free = append(q.free, n)
-	}
+	q.free.put(n)
 }
 
 // now is the time since q.epoch, from the monotonic clock.

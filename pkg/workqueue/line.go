@@ -144,10 +144,7 @@ func (q *Queue[T]) unlink(n *node[T]) {
 			}
 		}
 		delete(lv.groups, g.key)
-		if len(q.freeG) < maxFree {
-			*g = group[T]{}
-			q.freeG = append(q.freeG, g)
-		}
+		q.freeG.put(g)
 	}
 	if n.prio == PriorityLow {
 		if n.agePrev != nil {
@@ -168,13 +165,7 @@ func (q *Queue[T]) unlink(n *node[T]) {
 }
 
 func (q *Queue[T]) newGroup(key string) *group[T] {
-	var g *group[T]
-	if k := len(q.freeG); k > 0 {
-		g = q.freeG[k-1]
-		q.freeG = q.freeG[:k-1]
-	} else {
-		g = &group[T]{}
-	}
+	g := q.freeG.get()
 	g.key = key
 	return g
 }

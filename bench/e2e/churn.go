@@ -125,6 +125,14 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 // p is the q-quantile of the latencies from the write's response.
 func (l latencies) p(q float64) time.Duration { return quantile(l.fromResp, q) }
 
+// max is the largest latency from the write's response, 0 if none.
+func (l latencies) max() time.Duration {
+	if len(l.fromResp) == 0 {
+		return 0
+	}
+	return l.fromResp[len(l.fromResp)-1]
+}
+
 // pSent is the q-quantile of the latencies from the write's request.
 func (l latencies) pSent(q float64) time.Duration { return quantile(l.fromSent, q) }
 

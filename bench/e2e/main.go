@@ -14,7 +14,8 @@
 //
 // Usage (make bench-e2e sets KUBEBUILDER_ASSETS):
 //
-//	go run ./bench/e2e [-n 10000,50000] [-rounds 5] [-rounds-large 3] [-rates 100,200,400] [-churn 10s] [-pods 5000] [-out bench/results]
+//	go run ./bench/e2e [-n 10000,50000] [-rounds 5] [-rounds-large 3] [-rates 100,200,400] [-churn 10s] [-pods 5000]
+//		[-storm-costs 1ms,10ms] [-only cold,churn,storm,pods,large] [-out bench/results]
 package main
 
 import (
@@ -51,7 +52,57 @@ type config struct {
 	churn       time.Duration
 	pods        int // Pods for the heap comparison; 0 skips it
 	storm       stormConfig
+	only        map[string]bool // the sections to run (-only); every one by default
 	out         string
+}
+
+// The sections -only selects.
+const (
+	secCold  = "cold"  // cold start, heap slope and best memory option at the first size
+	secChurn = "churn" // churn latency and CPU at every rate (on a full manager, whose cold start it also reports)
+	secStorm = "storm" // the restart storm, once per Reconcile cost
+	secPods  = "pods"  // Pod heap
+	secLarge = "large" // cold start and heap at the sizes after the first
+)
+
+var allSections = []string{secCold, secChurn, secStorm, secPods, secLarge}
+
+// runs reports whether section sec is selected.
+func (c config) runs(sec string) bool { return c.only[sec] }
+
+// partial reports whether -only left some sections out.
+func (c config) partial() bool { return len(c.only) < len(allSections) }
+
+// parseOnly parses -only: "all", or section names, comma-separated.
+func parseOnly(s string) (map[string]bool, error) {
+	only := make(map[string]bool)
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		switch {
+		case f == "all":
+			for _, sec := range allSections {
+				only[sec] = true
+			}
+		case slices.Contains(allSections, f):
+			only[f] = true
+		default:
+			return nil, fmt.Errorf("-only %q: want all, or some of %s, comma-separated", s, strings.Join(allSections, ","))
+		}
+	}
+	return only, nil
+}
+
+// parseDurations parses a comma-separated list of non-negative durations.
+func parseDurations(flagName, s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for f := range strings.SplitSeq(s, ",") {
+		v, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("%s %q: want non-negative durations, comma-separated", flagName, s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 func parseInts(flagName, s string) ([]int, error) {
@@ -78,10 +129,11 @@ func parseFlags() (config, error) {
 	flag.IntVar(&c.roundsLarge, "rounds-large", 3, "A/B rounds at the other sizes")
 	flag.DurationVar(&c.churn, "churn", 10*time.Second, "how long each churn rate runs")
 	flag.IntVar(&c.pods, "pods", 5000, "Pods (~4 KB each) for the heap comparison; 0 skips it")
-	flag.IntVar(&c.storm.updates, "storm-updates", 200, "updates during the restart storm")
+	flag.IntVar(&c.storm.updates, "storm-updates", 200, "updates during the restart storm, at least: more when the expected drain outlasts them at -storm-rate")
 	flag.IntVar(&c.storm.rate, "storm-rate", 50, "updates per second during the restart storm")
-	flag.DurationVar(&c.storm.cost, "storm-cost", time.Millisecond, "simulated cost of each Reconcile during the restart storm")
-	flag.StringVar(&c.out, "out", "bench/results", "directory for latest.md, latency.svg and storm.svg")
+	costs := flag.String("storm-costs", "1ms,10ms", "simulated cost of each Reconcile during the restart storm, comma-separated: one storm case per cost")
+	only := flag.String("only", "all", "sections to run, comma-separated: all, or some of "+strings.Join(allSections, ","))
+	flag.StringVar(&c.out, "out", "bench/results", "directory for latest.md, latency.svg (churn) and storm.svg (storm)")
 	flag.Parse()
 	var err error
 	if c.sizes, err = parseInts("-n", *sizes); err != nil {
@@ -90,10 +142,16 @@ func parseFlags() (config, error) {
 	if c.rates, err = parseInts("-rates", *rates); err != nil {
 		return c, err
 	}
+	if c.storm.costs, err = parseDurations("-storm-costs", *costs); err != nil {
+		return c, err
+	}
+	if c.only, err = parseOnly(*only); err != nil {
+		return c, err
+	}
 	if !slices.IsSorted(c.sizes) || c.sizes[0] < 2*namespaces || c.sizes[len(c.sizes)-1] > 99999 {
 		return c, errors.New("-n: sizes must be ascending, from 20 to 99999")
 	}
-	if c.rounds < 1 || c.roundsLarge < 1 || c.churn <= 0 || c.pods < 0 || c.pods > 99999 || c.storm.updates < 1 || c.storm.rate < 1 || c.storm.cost < 0 {
+	if c.rounds < 1 || c.roundsLarge < 1 || c.churn <= 0 || c.pods < 0 || c.pods > 99999 || c.storm.updates < 1 || c.storm.rate < 1 {
 		return c, errors.New("-rounds and -rounds-large must be at least 1, -churn positive, -pods from 0 to 99999, -storm-updates and -storm-rate positive")
 	}
 	return c, nil
@@ -153,37 +211,55 @@ func run() error {
 	ctx := context.Background()
 	res := &results{main: make(map[string][]roundResult), pods: make(map[string][]podRound)}
 
+	if c.partial() {
+		var secs []string
+		for _, sec := range allSections {
+			if c.runs(sec) {
+				secs = append(secs, sec)
+			}
+		}
+		res.logf("sections: %s (-only)", strings.Join(secs, ","))
+	}
 	if err := seedNamespaces(ctx, admin); err != nil {
 		return err
 	}
 	n := c.sizes[0]
-	s, err := seedConfigMaps(ctx, admin, 0, n, n/2)
-	if err != nil {
-		return err
+	mainPhase := c.runs(secCold) || c.runs(secChurn) || c.runs(secStorm)
+	if mainPhase || c.runs(secLarge) {
+		s, err := seedConfigMaps(ctx, admin, 0, n, n/2)
+		if err != nil {
+			return err
+		}
+		res.seeded = append(res.seeded, s)
+		res.logf("%v", s)
 	}
-	res.seeded = append(res.seeded, s)
-	res.logf("%v", s)
 
 	// Main phase: everything at the first size.
 	w := &writer{client: admin, objects: n}
 	for round := range c.rounds {
-		baselines := make([]float64, len(c.rates))
-		for i, rate := range c.rates {
-			baselines[i] = writerCPU(ctx, w, rate, c.churn)
+		if !mainPhase {
+			break
 		}
-		res.logf("round %d writer alone: CPU s %v at %v writes/s", round+1, fmtFloats(baselines), c.rates)
+		var baselines []float64
+		if c.runs(secChurn) {
+			baselines = make([]float64, len(c.rates))
+			for i, rate := range c.rates {
+				baselines[i] = writerCPU(ctx, w, rate, c.churn)
+			}
+			res.logf("round %d writer alone: CPU s %v at %v writes/s", round+1, fmtFloats(baselines), c.rates)
+		}
 		for _, fw := range order(round) {
 			r, err := mainRound(ctx, cfg, fw, c, w, baselines)
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", round+1, fw.name, err)
 			}
 			res.main[fw.name] = append(res.main[fw.name], r)
-			res.logf("%s", mainLine(round, fw, n, r))
+			res.logf("%s", mainLine(c, round, fw, n, r))
 		}
 	}
 
 	// Pods: heap only.
-	if c.pods > 0 {
+	if c.pods > 0 && c.runs(secPods) {
 		if err := podPhase(ctx, cfg, admin, c, res); err != nil {
 			res.missing = append(res.missing, fmt.Sprintf("Pod heap: %v", err))
 			fmt.Fprintln(os.Stderr, "bench-e2e: Pod phase:", err)
@@ -192,6 +268,9 @@ func run() error {
 
 	// Larger sizes: cold start and heap.
 	for k, size := range c.sizes[1:] {
+		if !c.runs(secLarge) {
+			break
+		}
 		if err := largePhase(ctx, cfg, admin, c, k, size, res); err != nil {
 			res.missing = append(res.missing, fmt.Sprintf("%d ConfigMaps: %v", size, err))
 			fmt.Fprintf(os.Stderr, "bench-e2e: %d ConfigMaps: %v\n", size, err)
@@ -207,17 +286,22 @@ func run() error {
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return err
 	}
-	files := map[string]string{
-		"latest.md":   table,
-		"latency.svg": churnSVG(c, res),
-		"storm.svg":   stormSVG(c, res),
+	files := map[string]string{"latest.md": table}
+	if c.runs(secChurn) {
+		files["latency.svg"] = churnSVG(c, res)
 	}
+	if c.runs(secStorm) {
+		files["storm.svg"] = stormSVG(c, res)
+	}
+	var names []string
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(c.out, name), []byte(content), 0o644); err != nil {
 			return err
 		}
+		names = append(names, name)
 	}
-	fmt.Printf("\nwrote latest.md, latency.svg and storm.svg in %s\n", c.out)
+	slices.Sort(names)
+	fmt.Printf("\nwrote %s in %s\n", strings.Join(names, ", "), c.out)
 	if len(res.missing) > 0 {
 		return fmt.Errorf("some phases failed (see the notes in latest.md): %s", strings.Join(res.missing, "; "))
 	}
@@ -276,22 +360,34 @@ func largePhase(ctx context.Context, cfg *rest.Config, admin kubernetes.Interfac
 	return nil
 }
 
-// mainLine is the per-round line of a main-phase result.
-func mainLine(round int, fw framework, n int, r roundResult) string {
-	line := fmt.Sprintf("round %d %-18s N=%d sync %.3fs  all reconciled %.3fs  cpu/1k objects %.3fs  heap/object %.0f B (slope %.0f B",
-		round+1, fw.name, n, r.cold.sync.Seconds(), r.cold.all.Seconds(), r.cold.cpuPer1k, r.cold.heap/float64(n), r.cmHeap.slope(n))
-	if fw.lean != "" {
-		line += fmt.Sprintf(", lean %.0f B", r.cmLean.slope(n))
+// mainLine is the per-round line of a main-phase result: what ran of it.
+func mainLine(c config, round int, fw framework, n int, r roundResult) string {
+	line := fmt.Sprintf("round %d %-18s N=%d", round+1, fw.name, n)
+	if r.hasCold {
+		line += fmt.Sprintf(" sync %.3fs  all reconciled %.3fs  cpu/1k objects %.3fs  heap/object %.0f B",
+			r.cold.sync.Seconds(), r.cold.all.Seconds(), r.cold.cpuPer1k, r.cold.heap/float64(n))
 	}
-	line += ")"
+	if c.runs(secCold) {
+		line += fmt.Sprintf(" (slope %.0f B", r.cmHeap.slope(n))
+		if fw.lean != "" {
+			line += fmt.Sprintf(", lean %.0f B", r.cmLean.slope(n))
+		}
+		line += ")"
+	}
 	for _, ch := range r.churn {
 		line += fmt.Sprintf("\n    churn %d/s p50 %.2fms p99 %.2fms p99.9 %.2fms (from sent %.2f/%.2f/%.2f) missed %d cpu/1k %.3fs", ch.rate,
 			ms(ch.p(0.50)), ms(ch.p(0.99)), ms(ch.p(0.999)), ms(ch.pSent(0.50)), ms(ch.pSent(0.99)), ms(ch.pSent(0.999)), ch.missed, ch.cpuPer1000)
 	}
-	st := r.storm
-	line += fmt.Sprintf("\n    storm: synced %.3fs drained %.3fs; all %d updates p50 %.1fms p99 %.1fms missed %d; %d during backlog p50 %.1fms p99 %.1fms; %d over %v",
-		st.sync.Seconds(), st.drain.Seconds(), len(st.all.fromResp)+st.all.missed, ms(st.all.p(0.5)), ms(st.all.p(0.99)), st.all.missed,
-		st.nDuring, ms(st.during.p(0.5)), ms(st.during.p(0.99)), st.slow, slowAfter)
+	for i, st := range r.storms {
+		line += fmt.Sprintf("\n    storm %v: synced %.3fs drained %.3fs; all %d updates over %.1fs p50 %.1fms p99 %.1fms max %.1fms missed %d; "+
+			"%d during backlog p50 %.1fms p99 %.1fms max %.1fms",
+			c.storm.costs[i], st.sync.Seconds(), st.drain.Seconds(), st.sent, st.span.Seconds(), ms(st.all.p(0.5)), ms(st.all.p(0.99)), ms(st.all.max()), st.all.missed,
+			st.nDuring, ms(st.during.p(0.5)), ms(st.during.p(0.99)), ms(st.during.max()))
+		if st.nLate > 0 {
+			line += fmt.Sprintf(", %d of them past the %v bound p99 %.1fms max %.1fms", st.nLate, starvationBound, ms(st.late.p(0.99)), ms(st.late.max()))
+		}
+		line += fmt.Sprintf("; %d over %v", st.slow, slowAfter)
+	}
 	return line
 }
 

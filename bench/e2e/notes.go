@@ -18,6 +18,15 @@ func notes(c config, res *results) string {
 			"Pending, envtest has no scheduler) is %d B as JSON from the API server, %d B without its managedFields.\n",
 			res.podSize.full, res.podSize.stripped)
 	}
+	if c.partial() {
+		var secs []string
+		for _, sec := range allSections {
+			if c.runs(sec) {
+				secs = append(secs, sec)
+			}
+		}
+		fmt.Fprintf(&sb, "- **Partial run** (-only %s): the other sections were not measured; notes about them below do not apply.\n", strings.Join(secs, ","))
+	}
 	for _, m := range res.missing {
 		fmt.Fprintf(&sb, "- **Missing:** %s.\n", m)
 	}
@@ -48,11 +57,16 @@ func notes(c config, res *results) string {
   differences in it mean anything.
 - Restart storm: a fresh manager (defaults: ctrlkit's priority and fair queue, controller-runtime's priority
   queue; both queue the initial list at low priority) whose Reconcile sleeps for the simulated cost after the
-  cache read. The updates start when its cache has synced and go round-robin over all namespaces, each to a
-  different object; latency is from the update's response (the watch event arrives within about a
+  cache read, once per cost (-storm-costs). The updates start when its cache has synced and go round-robin over
+  all namespaces, each to a different object, at -storm-rate for the longer of -storm-updates ÷ rate and 1.2 ×
+  the expected drain (objects × cost ÷ 4 workers), so they keep arriving until the backlog's last Reconciles,
+  not only in its first seconds. Latency is from the update's response (the watch event arrives within about a
   millisecond of it, see the churn rows) to the start of the first Reconcile that saw it. storm.svg plots
   these. Updates acknowledged after the backlog drained meet an idle queue; the "those" rows keep only the
-  ones that arrived while it was draining. controller-runtime registers its controller's event handler only
+  ones that arrived while it was draining, and the target rows take their p99. When the expected drain
+  outlasts ctrlkit's starvation bound (5s: after it, the low-priority backlog gets 1 Get in 4), the "past the
+  bound" rows keep those acknowledged more than 5s after the cache sync (the initial list is queued just
+  before it). controller-runtime registers its controller's event handler only
   after the manager has seen the caches synced (its controllers start after the cache runnables); an update
   that lands in that window is replayed to the new handler as part of the initial list (client-go marks every
   replayed object isInInitialList), so it is queued at low priority and waits behind the backlog. The

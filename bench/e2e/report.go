@@ -17,6 +17,7 @@ type row struct {
 	a, b    []float64 // frameworks[0], frameworks[1]
 	noRatio bool      // signed or count values, whose ratio means nothing
 	aNote   string    // appended to the first framework's cell
+	text    []string  // when set, the three cells as they are (a target row), instead of a, b and their ratio
 }
 
 // section is a titled group of rows.
@@ -51,28 +52,42 @@ func coldRows(m map[string][]coldResult, n int) []row {
 
 func sections(c config, res *results) []section {
 	n := c.sizes[0]
+	var secs []section
 	cold := make(map[string][]coldResult)
 	for name, rs := range res.main {
-		cold[name] = each(rs, func(r roundResult) coldResult { return r.cold })
+		for _, r := range rs {
+			if r.hasCold {
+				cold[name] = append(cold[name], r.cold)
+			}
+		}
 	}
-	secs := []section{{fmt.Sprintf("Cold start, %d ConfigMaps (%d rounds)", n, c.rounds), coldRows(cold, n)}}
+	if len(cold[frameworks[0].name]) > 0 {
+		secs = append(secs, section{fmt.Sprintf("Cold start, %d ConfigMaps (%d rounds)", n, len(cold[frameworks[0].name])), coldRows(cold, n)})
+	}
 	for k, m := range res.large {
 		size := c.sizes[k+1]
 		secs = append(secs, section{fmt.Sprintf("Cold start, %d ConfigMaps (%d rounds)", size, len(m[frameworks[0].name])), coldRows(m, size)})
 	}
 
 	mem := section{title: "Memory: heap per cached object, slope between two cache sizes (B)"}
-	mem.rows = append(mem.rows,
-		pair(res.main, fmt.Sprintf("ConfigMap, %d → %d, defaults", n/2, n), "%.0f", false, func(r roundResult) float64 { return r.cmHeap.slope(n) }),
-		leanRow(res.main, fmt.Sprintf("ConfigMap, %d → %d, best memory option", n/2, n),
-			func(r roundResult) float64 { return r.cmHeap.slope(n) }, func(r roundResult) float64 { return r.cmLean.slope(n) }))
+	if c.runs(secCold) && len(res.main[frameworks[0].name]) > 0 {
+		mem.rows = append(mem.rows,
+			pair(res.main, fmt.Sprintf("ConfigMap, %d → %d, defaults", n/2, n), "%.0f", false, func(r roundResult) float64 { return r.cmHeap.slope(n) }),
+			leanRow(res.main, fmt.Sprintf("ConfigMap, %d → %d, best memory option", n/2, n),
+				func(r roundResult) float64 { return r.cmHeap.slope(n) }, func(r roundResult) float64 { return r.cmLean.slope(n) }))
+	}
 	for k, m := range res.large {
+		if len(cold[frameworks[0].name]) == 0 {
+			break // no cold start at the first size to take the slope from
+		}
 		size := c.sizes[k+1]
 		r := row{name: fmt.Sprintf("ConfigMap, %d → %d, defaults", n, size), format: "%.0f"}
 		for fi, fw := range frameworks {
 			var vs []float64
 			for i, big := range m[fw.name] {
-				vs = append(vs, (big.heap-res.main[fw.name][i].cold.heap)/float64(size-n))
+				if i < len(cold[fw.name]) {
+					vs = append(vs, (big.heap-cold[fw.name][i].heap)/float64(size-n))
+				}
 			}
 			if fi == 0 {
 				r.a = vs
@@ -90,9 +105,14 @@ func sections(c config, res *results) []section {
 			leanRow(res.pods, fmt.Sprintf("Pod, %d → %d, best memory option", p/2, p),
 				func(r podRound) float64 { return r.heap.slope(p) }, func(r podRound) float64 { return r.lean.slope(p) }))
 	}
-	secs = append(secs, mem)
+	if len(mem.rows) > 0 {
+		secs = append(secs, mem)
+	}
 
 	for i, rate := range c.rates {
+		if !c.runs(secChurn) || len(res.main[frameworks[0].name]) == 0 {
+			break
+		}
 		f := func(get func(churnResult) float64) func(roundResult) float64 {
 			return func(r roundResult) float64 { return get(r.churn[i]) }
 		}
@@ -108,22 +128,72 @@ func sections(c config, res *results) []section {
 		}})
 	}
 
-	s := func(get func(stormResult) float64) func(roundResult) float64 {
-		return func(r roundResult) float64 { return get(r.storm) }
+	if c.runs(secStorm) && len(res.main[frameworks[0].name]) > 0 {
+		secs = append(secs, stormSections(c, res)...)
 	}
-	secs = append(secs, section{fmt.Sprintf("Restart storm: fresh manager over %d ConfigMaps, %v per Reconcile, %d updates at %d/s from cache sync",
-		n, c.storm.cost, c.storm.updates, c.storm.rate), []row{
-		pair(res.main, "cache synced (s)", "%.3f", false, s(func(st stormResult) float64 { return st.sync.Seconds() })),
-		pair(res.main, "backlog drained: every object reconciled once (s)", "%.3f", false, s(func(st stormResult) float64 { return st.drain.Seconds() })),
-		pair(res.main, "every update: response → Reconcile p50 (ms)", "%.1f", false, s(func(st stormResult) float64 { return ms(st.all.p(0.50)) })),
-		pair(res.main, "every update: response → Reconcile p99 (ms)", "%.1f", false, s(func(st stormResult) float64 { return ms(st.all.p(0.99)) })),
-		pair(res.main, "updates acknowledged before the backlog drained", "%.0f", true, s(func(st stormResult) float64 { return float64(st.nDuring) })),
-		pair(res.main, "those: response → Reconcile p50 (ms)", "%.1f", false, s(func(st stormResult) float64 { return ms(st.during.p(0.50)) })),
-		pair(res.main, "those: response → Reconcile p99 (ms)", "%.1f", false, s(func(st stormResult) float64 { return ms(st.during.p(0.99)) })),
-		pair(res.main, fmt.Sprintf("updates whose Reconcile started > %v after the response", slowAfter), "%.0f", true, s(func(st stormResult) float64 { return float64(st.slow) })),
-		pair(res.main, fmt.Sprintf("updates not seen within %v of the drain", settleAfter), "%.0f", true, s(func(st stormResult) float64 { return float64(st.all.missed) })),
-	}})
 	return secs
+}
+
+// stormSections is one section per storm cost, and the targets.
+func stormSections(c config, res *results) []section {
+	n := c.sizes[0]
+	var secs []section
+	targets := section{title: fmt.Sprintf("Targets: restart storm, p99 update → Reconcile ≤ %v (updates acknowledged while the backlog drained; median over rounds)", targetP99)}
+	for i, cost := range c.storm.costs {
+		s := func(get func(stormResult) float64) func(roundResult) float64 {
+			return func(r roundResult) float64 { return get(r.storms[i]) }
+		}
+		span := c.storm.span(n, cost)
+		rows := []row{
+			pair(res.main, "cache synced (s)", "%.3f", false, s(func(st stormResult) float64 { return st.sync.Seconds() })),
+			pair(res.main, "backlog drained: every object reconciled once (s)", "%.3f", false, s(func(st stormResult) float64 { return st.drain.Seconds() })),
+			pair(res.main, "every update: response → Reconcile p50 (ms)", "%.1f", false, s(func(st stormResult) float64 { return ms(st.all.p(0.50)) })),
+			pair(res.main, "every update: response → Reconcile p99 (ms)", "%.1f", false, s(func(st stormResult) float64 { return ms(st.all.p(0.99)) })),
+			pair(res.main, "every update: response → Reconcile max (ms)", "%.1f", false, s(func(st stormResult) float64 { return ms(st.all.max()) })),
+			pair(res.main, "updates acknowledged before the backlog drained", "%.0f", true, s(func(st stormResult) float64 { return float64(st.nDuring) })),
+			pair(res.main, "those: response → Reconcile p50 (ms)", "%.1f", false, s(func(st stormResult) float64 { return ms(st.during.p(0.50)) })),
+			pair(res.main, "those: response → Reconcile p99 (ms)", "%.1f", false, s(func(st stormResult) float64 { return ms(st.during.p(0.99)) })),
+			pair(res.main, "those: response → Reconcile max (ms)", "%.1f", false, s(func(st stormResult) float64 { return ms(st.during.max()) })),
+		}
+		if expectedDrain(n, cost) > starvationBound {
+			rows = append(rows,
+				pair(res.main, fmt.Sprintf("of those, acknowledged > %v after the cache sync (past the bound)", starvationBound), "%.0f", true,
+					s(func(st stormResult) float64 { return float64(st.nLate) })),
+				pair(res.main, "those past the bound: response → Reconcile p99 (ms)", "%.1f", false, s(func(st stormResult) float64 { return ms(st.late.p(0.99)) })),
+				pair(res.main, "those past the bound: response → Reconcile max (ms)", "%.1f", false, s(func(st stormResult) float64 { return ms(st.late.max()) })))
+		}
+		rows = append(rows,
+			pair(res.main, fmt.Sprintf("updates whose Reconcile started > %v after the response", slowAfter), "%.0f", true, s(func(st stormResult) float64 { return float64(st.slow) })),
+			pair(res.main, fmt.Sprintf("updates not seen within %v of the drain", settleAfter), "%.0f", true, s(func(st stormResult) float64 { return float64(st.all.missed) })))
+		secs = append(secs, section{fmt.Sprintf("Restart storm: fresh manager over %d ConfigMaps, %v per Reconcile (expected drain %.1fs), "+
+			"%d updates at %d/s over %.1fs from cache sync", n, cost, expectedDrain(n, cost).Seconds(), c.storm.count(span), c.storm.rate, span.Seconds()), rows})
+		targets.rows = append(targets.rows, targetRow(fmt.Sprintf("restart storm, %v Reconcile: p99 ≤ %v", cost, targetP99),
+			each(res.main[frameworks[0].name], func(r roundResult) float64 { return ms(r.storms[i].during.p(0.99)) }),
+			each(res.main[frameworks[1].name], func(r roundResult) float64 { return ms(r.storms[i].during.p(0.99)) })))
+	}
+	return append(secs, targets)
+}
+
+// targetRow says, per framework, whether the median over rounds of its
+// per-round p99s (a and b, in ms) meets targetP99, and in how many rounds.
+func targetRow(name string, a, b []float64) row {
+	cell := func(xs []float64) string {
+		if len(xs) == 0 {
+			return "–"
+		}
+		ok := 0
+		for _, x := range xs {
+			if x <= ms(targetP99) {
+				ok++
+			}
+		}
+		verdict := "not met"
+		if median(xs) <= ms(targetP99) {
+			verdict = "met"
+		}
+		return fmt.Sprintf("%s: %s ms; %d of %d rounds", verdict, spread("%.1f", xs), ok, len(xs))
+	}
+	return row{name: name, text: []string{cell(a), cell(b), "–"}}
 }
 
 // leanRow is the best-memory-option row: a framework whose defaults are
@@ -183,6 +253,10 @@ func report(c config, res *results, took time.Duration) string {
 	for _, sec := range sections(c, res) {
 		fmt.Fprintf(&sb, "| **%s** | | | |\n", sec.title)
 		for _, m := range sec.rows {
+			if m.text != nil {
+				fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", m.name, m.text[0], m.text[1], m.text[2])
+				continue
+			}
 			var ratio []float64
 			for i := range min(len(m.a), len(m.b)) {
 				if x, y := m.a[i], m.b[i]; !m.noRatio && x > 0 && y > 0 {

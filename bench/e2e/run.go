@@ -156,47 +156,64 @@ func heapRuns(ctx context.Context, cfg *rest.Config, fw framework, s setup, n in
 }
 
 // roundResult is what one framework measured in one round of the main
-// phase, over the first size of ConfigMaps.
+// phase, over the first size of ConfigMaps; what -only left out is zero.
 type roundResult struct {
-	cold   coldResult
-	cmHeap heapPair // defaults
-	cmLean heapPair // best memory option; zero when the defaults are it
-	churn  []churnResult
-	storm  stormResult
+	cold    coldResult // the full manager's cold start, for cold and churn
+	hasCold bool
+	cmHeap  heapPair // defaults (cold)
+	cmLean  heapPair // best memory option; zero when the defaults are it (cold)
+	churn   []churnResult
+	storms  []stormResult // one per c.storm.costs
 }
 
-// mainRound measures fw on c.sizes[0] ConfigMaps: half and full cold starts
-// (heap, timings, CPU), churn at every rate on the full manager, the storm
-// on a fresh one, and the heap with its best memory option.
-// baselines[i] is the writer's CPU at c.rates[i] (writerCPU).
+// mainRound measures fw on c.sizes[0] ConfigMaps, the sections c selects:
+// half and full cold starts (heap, timings, CPU), churn at every rate on
+// the full manager, the storm on a fresh one for every Reconcile cost, and
+// the heap with its best memory option. baselines[i] is the writer's CPU
+// at c.rates[i] (writerCPU), for churn.
 func mainRound(ctx context.Context, cfg *rest.Config, fw framework, c config, w *writer, baselines []float64) (roundResult, error) {
 	var res roundResult
 	n := c.sizes[0]
-	half, err := coldOnly(ctx, cfg, fw, setup{kind: configMaps, selector: halfLabel + "=true"}, n/2, objPrefix)
-	if err != nil {
-		return res, fmt.Errorf("half cache: %w", err)
+	var half coldResult
+	var err error
+	if c.runs(secCold) {
+		if half, err = coldOnly(ctx, cfg, fw, setup{kind: configMaps, selector: halfLabel + "=true"}, n/2, objPrefix); err != nil {
+			return res, fmt.Errorf("half cache: %w", err)
+		}
 	}
-	st, err := coldStart(ctx, cfg, fw, setup{kind: configMaps}, n, objPrefix)
-	if err != nil {
-		return res, err
-	}
-	res.cold = st.res
-	res.cmHeap = heapPair{half: half.heap, full: st.res.heap}
-	for i, rate := range c.rates {
-		ch, err := churnPhase(ctx, st.rec, w, rate, c.churn, baselines[i])
+	if c.runs(secCold) || c.runs(secChurn) {
+		st, err := coldStart(ctx, cfg, fw, setup{kind: configMaps}, n, objPrefix)
 		if err != nil {
-			_ = st.stop()
 			return res, err
 		}
-		res.churn = append(res.churn, ch)
+		res.cold, res.hasCold = st.res, true
+		if c.runs(secCold) {
+			res.cmHeap = heapPair{half: half.heap, full: st.res.heap}
+		}
+		if c.runs(secChurn) {
+			for i, rate := range c.rates {
+				ch, err := churnPhase(ctx, st.rec, w, rate, c.churn, baselines[i])
+				if err != nil {
+					_ = st.stop()
+					return res, err
+				}
+				res.churn = append(res.churn, ch)
+			}
+		}
+		if err := st.stop(); err != nil {
+			return res, fmt.Errorf("stopping: %w", err)
+		}
 	}
-	if err := st.stop(); err != nil {
-		return res, fmt.Errorf("stopping: %w", err)
+	if c.runs(secStorm) {
+		for _, cost := range c.storm.costs {
+			st, err := stormPhase(ctx, cfg, fw, c, cost, w)
+			if err != nil {
+				return res, fmt.Errorf("storm, %v per Reconcile: %w", cost, err)
+			}
+			res.storms = append(res.storms, st)
+		}
 	}
-	if res.storm, err = stormPhase(ctx, cfg, fw, c, w); err != nil {
-		return res, fmt.Errorf("storm: %w", err)
-	}
-	if fw.lean != "" {
+	if c.runs(secCold) && fw.lean != "" {
 		if res.cmLean, err = heapRuns(ctx, cfg, fw, setup{kind: configMaps, lean: true}, n, objPrefix); err != nil {
 			return res, fmt.Errorf("lean: %w", err)
 		}

@@ -56,20 +56,29 @@ func churnSVG(c config, res *results) string {
 }
 
 // stormSVG draws the CDF of the storm latencies from the write's response,
-// pooled over rounds: every update, and those acknowledged before the
-// backlog drained.
+// pooled over rounds: for every Reconcile cost, every update and those
+// acknowledged before the backlog drained.
 func stormSVG(c config, res *results) string {
 	var lines []cdfLine
 	for fi, fw := range frameworks {
-		var all, during [][]time.Duration
-		for _, r := range res.main[fw.name] {
-			all = append(all, r.storm.all.fromResp)
-			during = append(during, r.storm.during.fromResp)
+		for ci, cost := range c.storm.costs {
+			var all, during [][]time.Duration
+			for _, r := range res.main[fw.name] {
+				if ci < len(r.storms) {
+					all = append(all, r.storms[ci].all.fromResp)
+					during = append(during, r.storms[ci].during.fromResp)
+				}
+			}
+			lines = append(lines, newLine(fmt.Sprintf("%s %v all", fw.name, cost), fi, 2*ci, all...),
+				newLine(fmt.Sprintf("%s %v in backlog", fw.name, cost), fi, 2*ci+1, during...))
 		}
-		lines = append(lines, newLine(fw.name+" all", fi, 0, all...), newLine(fw.name+" in backlog", fi, 1, during...))
 	}
-	title := fmt.Sprintf("Restart storm: update → Reconcile start, CDF (%d ConfigMaps, %v/Reconcile, %d updates at %d/s; %d rounds)",
-		c.sizes[0], c.storm.cost, c.storm.updates, c.storm.rate, c.rounds)
+	costs := make([]string, len(c.storm.costs))
+	for i, cost := range c.storm.costs {
+		costs[i] = cost.String()
+	}
+	title := fmt.Sprintf("Restart storm: update → Reconcile start, CDF (%d ConfigMaps, %s/Reconcile, updates at %d/s across the drain; %d rounds)",
+		c.sizes[0], strings.Join(costs, " and "), c.storm.rate, c.rounds)
 	return cdfSVG(title, "latency from the update's response (ms, log scale; ≤ 0.1 shown at 0.1)", lines)
 }
 

@@ -109,7 +109,19 @@ type entry struct {
 	name     string
 	gvr      schema.GroupVersionResource
 	inf      cache.SharedIndexInformer
-	ownedRun bool // run by the Cache, not by the factory
+	ownedRun bool  // run by the Cache, not by the factory
+	scope    scope // what inf lists and watches, for AwaitWrite
+	writes   writeTracker
+}
+
+// built is what declare's mk returns: the informer and its scope, whether
+// the Cache (rather than the factory) runs it, and an optional transform
+// that converts listed objects.
+type built struct {
+	inf     cache.SharedIndexInformer
+	scope   scope
+	owned   bool
+	convert cache.TransformFunc
 }
 
 // New returns a Cache that lists and watches through clients. It fails if a
@@ -256,9 +268,8 @@ func (c *Cache) WaitForSync(ctx context.Context, log logr.Logger, progressEvery 
 
 // declare returns the informer for key, creating it with mk if the Cache has
 // not started. After Start an undeclared key is an ErrNotDeclared error.
-// mk builds the informer, says whether the Cache (rather than the factory)
-// runs it, and may return a transform that converts listed objects.
-func (c *Cache) declare(key entryKey, name, decl string, mk func() (cache.SharedIndexInformer, bool, cache.TransformFunc, error)) (*entry, error) {
+// mk builds the informer.
+func (c *Cache) declare(key entryKey, name, decl string, mk func() (built, error)) (*entry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.entries[key]; ok {
@@ -267,16 +278,19 @@ func (c *Cache) declare(key entryKey, name, decl string, mk func() (cache.Shared
 	if c.started {
 		return nil, fmt.Errorf("informer: %s: %w: declare it with %s before the manager runs", name, ErrNotDeclared, decl)
 	}
-	inf, owned, convert, err := mk()
+	b, err := mk()
 	if err != nil {
 		return nil, err
 	}
-	if t := composeTransforms(convert, c.opts.KeepManagedFields); t != nil {
-		if err := inf.SetTransform(t); err != nil {
+	if t := composeTransforms(b.convert, c.opts.KeepManagedFields); t != nil {
+		if err := b.inf.SetTransform(t); err != nil {
 			return nil, fmt.Errorf("informer: %s: setting transform: %w", name, err)
 		}
 	}
-	e := &entry{name: name, gvr: key.gvr, inf: inf, ownedRun: owned}
+	e := &entry{name: name, gvr: key.gvr, inf: b.inf, ownedRun: b.owned, scope: b.scope}
+	if err := e.trackWrites(); err != nil {
+		return nil, err
+	}
 	c.entries[key] = e
 	c.order = append(c.order, e)
 	return e, nil

@@ -20,8 +20,23 @@
 // through a relist arrive as cache.DeletedFinalStateUnknown tombstones and
 // are unwrapped.
 //
+// Read your own writes: after a write the API server accepted, a client
+// calls Cache.AwaitWrite with what the server returned; it blocks until
+// every started informer of that resource holds the object at that
+// resourceVersion or later (for a deletion: no longer holds it), has
+// handled a later event, or does not cache the object (another namespace,
+// labels outside its selector), or until the caller's ctx ends. A Lister
+// read after it returns is not older than the write. It does not await
+// writes by other processes, nor bring the rest of the cache up to date. An
+// informer narrowed by a field selector on a field other than metadata.name
+// or metadata.namespace may wait, for an object outside its scope, until it
+// handles an event newer than the write, or until the caller's deadline. A resourceVersion that is not a
+// positive decimal integer cannot be compared and is not awaited.
+//
 // Goroutines: Start runs each informer's reflector and processor goroutines
-// (client-go's); they stop when Start's ctx is done, and Wait blocks until
-// they have. Event handlers run on the informers' goroutines and must not
-// block.
+// (client-go's), including one listener pair for the handler each informer
+// gets at declaration to track writes for AwaitWrite; they stop when
+// Start's ctx is done, and Wait blocks until they have. Event handlers run
+// on the informers' goroutines and must not block. AwaitWrite starts no
+// goroutine: it blocks its caller.
 package informer

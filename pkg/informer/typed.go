@@ -57,10 +57,10 @@ func For[T runtime.Object](c *Cache) (*Informer[T], error) {
 	gvr := mapping.Resource
 	name := fmt.Sprintf("%s (%v)", gvrString(gvr), rt)
 	decl := fmt.Sprintf("informer.For[%v]", rt)
-	e, err := c.declare(entryKey{gvr: gvr, goType: rt}, name, decl, func() (cache.SharedIndexInformer, bool, cache.TransformFunc, error) {
+	e, err := c.declare(entryKey{gvr: gvr, goType: rt}, name, decl, func() (built, error) {
 		ns, tweak, err := c.scopeFor(rt, mapping.Scope.Name() != meta.RESTScopeNameRoot)
 		if err != nil {
-			return nil, false, nil, fmt.Errorf("informer: For[%v]: %w", rt, err)
+			return built{}, fmt.Errorf("informer: For[%v]: %w", rt, err)
 		}
 		if builtin(gvk, rt) {
 			factory := c.factory
@@ -72,13 +72,13 @@ func For[T runtime.Object](c *Cache) (*Informer[T], error) {
 			}
 			gi, err := factory.ForResource(gvr)
 			if err != nil {
-				return nil, false, nil, fmt.Errorf("informer: For[%v]: %w", rt, err)
+				return built{}, fmt.Errorf("informer: For[%v]: %w", rt, err)
 			}
-			return gi.Informer(), false, nil, nil
+			return built{inf: gi.Informer(), scope: newScope(ns, tweak)}, nil
 		}
 		inf := dynamicinformer.NewFilteredDynamicInformer(c.clients.Dynamic, gvr, ns, c.resyncFor(rt),
 			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer()
-		return inf, true, toTyped(rt), nil
+		return built{inf: inf, scope: newScope(ns, tweak), owned: true, convert: toTyped(rt)}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -95,16 +95,16 @@ func ForResource(c *Cache, gvr schema.GroupVersionResource) (*Informer[*unstruct
 	}
 	name := fmt.Sprintf("%s (unstructured)", gvrString(gvr))
 	decl := fmt.Sprintf("informer.ForResource(%q)", gvrString(gvr))
-	e, err := c.declare(entryKey{gvr: gvr, untyped: true}, name, decl, func() (cache.SharedIndexInformer, bool, cache.TransformFunc, error) {
+	e, err := c.declare(entryKey{gvr: gvr, untyped: true}, name, decl, func() (built, error) {
 		ns := c.opts.Namespace
 		if scoped, err := isNamespaced(c.clients.Mapper, gvr); err != nil {
-			return nil, false, nil, err
+			return built{}, err
 		} else if !scoped {
 			ns = ""
 		}
 		inf := dynamicinformer.NewFilteredDynamicInformer(c.clients.Dynamic, gvr, ns, c.opts.Resync,
 			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, c.opts.TweakListOptions).Informer()
-		return inf, true, nil, nil
+		return built{inf: inf, scope: newScope(ns, c.opts.TweakListOptions), owned: true}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -159,6 +159,16 @@ func gvrString(gvr schema.GroupVersionResource) string {
 type Lister[T runtime.Object] struct {
 	indexer cache.Indexer
 	gr      schema.GroupResource
+}
+
+// NewLister returns a Lister[T] that reads indexer, whose keys must be
+// namespace/name (name alone for cluster-scoped objects), as
+// cache.MetaNamespaceKeyFunc makes them; gr names the resource in NotFound
+// errors. ListInNamespace uses indexer's cache.NamespaceIndex when it has
+// one and scans every object otherwise. For tests, and for caches built
+// outside a Cache: a Lister from an Informer needs no NewLister.
+func NewLister[T runtime.Object](indexer cache.Indexer, gr schema.GroupResource) Lister[T] {
+	return Lister[T]{indexer: indexer, gr: gr}
 }
 
 // Get returns the object namespace/name (namespace empty for cluster-scoped

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -125,4 +126,30 @@ func (e *Elector) untilFence(now time.Time) time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return max(0, e.bound-now.Sub(e.renewedAt))
+}
+
+// FenceTransport wraps rt, as a rest.Config WrapTransport, so that it
+// refuses every request but a read (GET, HEAD, OPTIONS) whose context
+// belongs to a term of leadership that is over (CheckLeading), with an
+// error wrapping ErrNotLeader; the refused request is not sent. Wrapped
+// around client-go's transport it runs after the client-side rate
+// limiter, so a write that waited there, or in a process paused by
+// SIGSTOP, while the lease was lost is not sent: a check before the call
+// would leave that wait unfenced. Requests whose context belongs to no
+// term pass unchanged.
+func FenceTransport(rt http.RoundTripper) http.RoundTripper {
+	return fenceTransport{rt}
+}
+
+type fenceTransport struct{ next http.RoundTripper }
+
+func (f fenceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		if err := CheckLeading(req.Context()); err != nil {
+			return nil, fmt.Errorf("%s %s not sent: %w", req.Method, req.URL.Path, err)
+		}
+	}
+	return f.next.RoundTrip(req)
 }

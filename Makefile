@@ -101,17 +101,23 @@ endif
 
 WEBSITE_API := ./examples/website/api/...
 WEBSITE_CRDS := examples/website/config/crd
+WEBSITE_AC := examples/website/api/v1alpha1/applyconfiguration
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate the website example's deepcopy code and CRD manifest with controller-gen (pinned in hack/tools)
-	$(CONTROLLER_GEN) object paths=$(WEBSITE_API) crd output:crd:dir=$(WEBSITE_CRDS)
+generate: $(CONTROLLER_GEN) ## Regenerate the website example's deepcopy code, apply configurations and CRD manifest with controller-gen (pinned in hack/tools)
+	rm -rf $(WEBSITE_AC)
+	$(CONTROLLER_GEN) object applyconfiguration paths=$(WEBSITE_API) crd output:crd:dir=$(WEBSITE_CRDS)
 
 .PHONY: verify-generate
 verify-generate: $(CONTROLLER_GEN) ## Check that the committed generated files are what `make generate` writes
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(CONTROLLER_GEN) object paths=$(WEBSITE_API) output:object:dir=$$tmp/object crd output:crd:dir=$$tmp/crd; \
-	if ! { diff -u examples/website/api/v1alpha1/zz_generated.deepcopy.go $$tmp/object/zz_generated.deepcopy.go && \
-		diff -ru $(WEBSITE_CRDS) $$tmp/crd; }; then echo "generated files are stale: run make generate"; exit 1; fi
+	mv $(WEBSITE_AC) $$tmp/ac-committed; \
+	$(CONTROLLER_GEN) applyconfiguration paths=$(WEBSITE_API); \
+	ok=true; diff -u examples/website/api/v1alpha1/zz_generated.deepcopy.go $$tmp/object/zz_generated.deepcopy.go && \
+		diff -ru $(WEBSITE_CRDS) $$tmp/crd && diff -ru $$tmp/ac-committed $(WEBSITE_AC) || ok=false; \
+	rm -rf $(WEBSITE_AC); mv $$tmp/ac-committed $(WEBSITE_AC); \
+	$$ok || { echo "generated files are stale: run make generate"; exit 1; }
 	@echo "generated files are up to date"
 
 .PHONY: clean

@@ -3,7 +3,7 @@
 // shape if edited, and recreates if deleted.
 //
 // It shows the core loop of ctrlkit on built-in types: typed informers,
-// a predicate, owner-key mapping, listers for reads, the clientset for
+// a predicate, owner-key mapping, listers for reads, ctrlkit's client for
 // writes, and events.
 package main
 
@@ -19,9 +19,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/ctrlkit/ctrlkit/pkg/client"
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
 	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
@@ -91,7 +91,7 @@ func Setup(mgr *manager.Manager) error {
 type Reconciler struct {
 	Namespaces informer.Lister[*corev1.Namespace]
 	ConfigMaps informer.Lister[*corev1.ConfigMap]
-	Client     kubernetes.Interface
+	Client     *client.Client
 	Events     record.EventRecorder
 }
 
@@ -120,7 +120,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			},
 			Data: maps.Clone(desiredData),
 		}
-		if _, err := r.Client.CoreV1().ConfigMaps(ns.Name).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := client.IgnoreAlreadyExists(r.Client.Create(ctx, cm)); err != nil {
 			return reconcile.Result{}, fmt.Errorf("creating ConfigMap %s/%s: %w", ns.Name, ConfigMapName, err)
 		}
 		log.Info("Created defaults ConfigMap")
@@ -130,7 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	case !maps.Equal(cm.Data, desiredData):
 		cm = cm.DeepCopy() // cached objects are shared: never mutate them
 		cm.Data = maps.Clone(desiredData)
-		if _, err := r.Client.CoreV1().ConfigMaps(ns.Name).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		if err := r.Client.Update(ctx, cm); err != nil {
 			return reconcile.Result{}, fmt.Errorf("repairing ConfigMap %s/%s: %w", ns.Name, ConfigMapName, err)
 		}
 		log.Info("Repaired defaults ConfigMap")

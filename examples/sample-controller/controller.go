@@ -76,7 +76,7 @@ func Setup(mgr *manager.Manager) error {
 		return err
 	}
 	c := &Controller{
-		kubeclientset:     mgr.Client(),
+		kubeclientset:     mgr.Kubernetes(),
 		foosClient:        mgr.Dynamic().Resource(foos.GroupVersionResource()),
 		deploymentsLister: deployments.Lister(),
 		foosLister:        foos.Lister(),

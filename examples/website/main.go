@@ -8,8 +8,9 @@
 //
 // It shows ctrlkit on a CRD without a generated clientset: a typed
 // informer for the custom type, owner-key and custom mapping, reads from
-// listers only, objects.CreateOrUpdate for the children, the dynamic
-// writer for the Website's finalizer and status, and events.
+// listers only, server-side apply through ctrlkit's client for the
+// children and the status (with apply configurations controller-gen
+// generates for the Website), a merge patch for the finalizer, and events.
 package main
 
 import (
@@ -128,13 +129,12 @@ func Setup(mgr *manager.Manager) error {
 		return err
 	}
 	r := &Reconciler{
-		Websites:      websites.Lister(),
-		Deployments:   deployments.Lister(),
-		Services:      services.Lister(),
-		ConfigMaps:    configMaps.Lister(),
-		Kube:          mgr.Client(),
-		WebsiteClient: mgr.Dynamic().Resource(websites.GroupVersionResource()),
-		Events:        mgr.EventRecorder(Name),
+		Websites:    websites.Lister(),
+		Deployments: deployments.Lister(),
+		Services:    services.Lister(),
+		ConfigMaps:  configMaps.Lister(),
+		Client:      mgr.Client(),
+		Events:      mgr.EventRecorder(Name),
 	}
 	changed := []informer.Predicate{informer.ResourceVersionChanged()}
 	owned := informer.OwnerKey(websiteGVK.GroupKind())

@@ -9,22 +9,25 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/ctrlkit/ctrlkit/examples/internal/rbactest"
 	"github.com/ctrlkit/ctrlkit/examples/website/api/v1alpha1"
+	"github.com/ctrlkit/ctrlkit/pkg/client"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
 	"github.com/ctrlkit/ctrlkit/pkg/objects"
 )
@@ -37,10 +40,10 @@ var (
 	env  *envtest.Environment
 	cfg  *rest.Config
 	kube kubernetes.Interface
-	dyn  dynamic.Interface
+	// admin is ctrlkit's client with the admin's rights, for the tests'
+	// own writes to Websites.
+	admin *client.Client
 )
-
-var websitesGVR = v1alpha1.GroupVersion.WithResource("websites")
 
 func TestMain(m *testing.M) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
@@ -57,15 +60,28 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	kube = kubernetes.NewForConfigOrDie(cfg)
-	dyn = dynamic.NewForConfigOrDie(cfg)
 	code := 1
-	if err := createNamespace(RoutesNamespace); err != nil {
+	if err := newAdmin(); err != nil {
+		fmt.Fprintln(os.Stderr, "website:", err)
+	} else if err := createNamespace(RoutesNamespace); err != nil {
 		fmt.Fprintln(os.Stderr, "website:", err)
 	} else {
 		code = m.Run()
+		reportConflicts()
 	}
 	_ = env.Stop()
 	os.Exit(code)
+}
+
+// newAdmin builds admin.
+func newAdmin() error {
+	scheme, err := NewScheme()
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
+	admin, err = client.New(cfg, client.Options{Scheme: scheme, Mapper: mapper, FieldManager: "website-e2e"})
+	return err
 }
 
 func createNamespace(name string) error {
@@ -95,7 +111,10 @@ func startOperator(t *testing.T) {
 	}
 	log := funcr.New(func(p, a string) { t.Log(p, a) }, funcr.Options{})
 	user := rbactest.User(t, env, kube, "rbac.yaml")
-	mgr, err := manager.New(user, manager.Options{Name: Name, Logger: log, Informers: InformerOptions(scheme)})
+	mgr, err := manager.New(user, manager.Options{
+		Name: Name, Logger: log, Informers: InformerOptions(scheme),
+		ReadYourWrites: client.ReadYourWrites{Disabled: os.Getenv("WEBSITE_RYOW") == "off"},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +128,48 @@ func startOperator(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
+		countConflicts(t, mgr.Registry().(prometheus.Gatherer))
 	})
+}
+
+// The operator's conflicts (HTTP 409 answers) and reconciles over every
+// test, for reportConflicts.
+var conflicts, reconciles float64
+
+// countConflicts adds the 409 answers and the reconciles in a stopped
+// operator's metrics to the totals.
+func countConflicts(t *testing.T, g prometheus.Gatherer) {
+	families, err := g.Gather()
+	if err != nil {
+		t.Errorf("gathering metrics: %v", err)
+		return
+	}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			switch f.GetName() {
+			case "rest_client_requests_total":
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "code" && l.GetValue() == "409" {
+						conflicts += m.GetCounter().GetValue()
+					}
+				}
+			case "controller_runtime_reconcile_total":
+				reconciles += m.GetCounter().GetValue()
+			}
+		}
+	}
+}
+
+// reportConflicts prints the conflicts per 100 reconciles of the run, with
+// read-your-own-writes on, or off when WEBSITE_RYOW=off.
+func reportConflicts() {
+	mode := "on"
+	if os.Getenv("WEBSITE_RYOW") == "off" {
+		mode = "off"
+	}
+	if reconciles > 0 {
+		fmt.Printf("website: read-your-own-writes %s: %.0f conflicts in %.0f reconciles, %.1f per 100\n", mode, conflicts, reconciles, 100*conflicts/reconciles)
+	}
 }
 
 // eventually polls cond until it returns nil or timeout passes, and then
@@ -130,17 +190,9 @@ func eventually(t *testing.T, what string, cond func() error) {
 	}
 }
 
-func websites(ns string) *objects.DynamicWriter[*v1alpha1.Website] {
-	return objects.NewDynamicWriter[*v1alpha1.Website](dyn.Resource(websitesGVR).Namespace(ns), websiteGVK)
-}
-
 func getSite(ns, name string) (*v1alpha1.Website, error) {
-	u, err := dyn.Resource(websitesGVR).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
 	site := &v1alpha1.Website{}
-	return site, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, site)
+	return site, admin.GetFromServer(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, site)
 }
 
 // setup starts the operator and creates a Website in a new namespace.
@@ -148,11 +200,11 @@ func setup(t *testing.T, prefix string, spec v1alpha1.WebsiteSpec) *v1alpha1.Web
 	t.Helper()
 	ns := newNamespace(t, prefix)
 	startOperator(t)
-	site, err := websites(ns).Create(t.Context(), &v1alpha1.Website{
+	site := &v1alpha1.Website{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop"},
 		Spec:       spec,
-	}, metav1.CreateOptions{})
-	if err != nil {
+	}
+	if err := admin.Create(t.Context(), site); err != nil {
 		t.Fatal(err)
 	}
 	return site
@@ -282,8 +334,7 @@ func updateSite(t *testing.T, site *v1alpha1.Website, change func(*v1alpha1.Webs
 			return err
 		}
 		change(&s.Spec)
-		_, err = websites(site.Namespace).Update(t.Context(), s, metav1.UpdateOptions{})
-		return err
+		return admin.Update(t.Context(), s)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -406,7 +457,7 @@ func TestDeleteRemovesRoute(t *testing.T) {
 		return err
 	})
 
-	if err := dyn.Resource(websitesGVR).Namespace(site.Namespace).Delete(t.Context(), site.Name, metav1.DeleteOptions{}); err != nil {
+	if err := admin.Delete(t.Context(), site, client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "route deleted", func() error {
@@ -453,11 +504,11 @@ func TestNotOwned(t *testing.T) {
 		t.Fatal(err)
 	}
 	startOperator(t)
-	site, err := websites(ns).Create(t.Context(), &v1alpha1.Website{
+	site := &v1alpha1.Website{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop"},
 		Spec:       v1alpha1.WebsiteSpec{Image: "nginx:1.27"},
-	}, metav1.CreateOptions{})
-	if err != nil {
+	}
+	if err := admin.Create(t.Context(), site); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "NotOwned warning", hasEvent(site, "NotOwned"))
@@ -482,8 +533,8 @@ func TestSample(t *testing.T) {
 		t.Fatal(err)
 	}
 	site.Namespace = "default"
-	got, err := websites("default").Create(t.Context(), site, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	if err != nil {
+	got := site.DeepCopy()
+	if err := admin.With(client.WriteOptions{DryRun: true}).Create(t.Context(), got); err != nil {
 		t.Fatalf("the API server rejects the sample: %v", err)
 	}
 	if got.Spec.Image == "" || ptr.Deref(got.Spec.Replicas, 0) == 0 || got.Spec.Port == 0 {

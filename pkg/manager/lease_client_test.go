@@ -107,7 +107,7 @@ func TestLeaseNotStarvedByWorkload(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := m.Client().CoordinationV1().Leases("ns").Get(ctx, "op", metav1.GetOptions{}); err == nil {
+	if _, err := m.Kubernetes().CoordinationV1().Leases("ns").Get(ctx, "op", metav1.GetOptions{}); err == nil {
 		t.Fatal("a workload request got through the closed limiter: the test proves nothing")
 	}
 

@@ -218,7 +218,7 @@ func TestRecampaign(t *testing.T) {
 		if err := s.every.ctx("default/a").Err(); err != nil {
 			t.Errorf("EveryReplica reconcile's ctx = %v after a loss with Recampaign, want it running", err)
 		}
-		if _, err := s.m.Client().CoreV1().ConfigMaps("default").Create(t.Context(), configMap("default", "b"), metav1.CreateOptions{}); err != nil {
+		if _, err := s.m.Kubernetes().CoreV1().ConfigMaps("default").Create(t.Context(), configMap("default", "b"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()

@@ -24,7 +24,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/ctrlkit/ctrlkit/pkg/client"
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
 	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
@@ -55,6 +57,7 @@ type Manager struct {
 	kube     kubernetes.Interface
 	dyn      dynamic.Interface
 	mapper   meta.RESTMapper
+	client   *client.Client // nil when built by newWithClients
 	cache    *informer.Cache
 	registry prometheus.Registerer
 	gatherer prometheus.Gatherer
@@ -102,7 +105,12 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	// The Lease's client is built from this config, before the fence below:
 	// renewing and releasing the lease is not leader-only work.
 	leaseCfg := rest.CopyConfig(cfg)
-	cfg.Wrap(fenceWrites)
+	cfg.Wrap(leader.FenceTransport)
+	// One request budget for the clientset, the dynamic client and the
+	// client (the Lease's client, copied above, keeps its own).
+	if cfg.RateLimiter == nil && cfg.QPS > 0 {
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, max(cfg.Burst, 1))
+	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("manager: building clientset: %w", err)
@@ -117,6 +125,16 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	m, err := newWithClients(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: mapper}, opts, newElector)
 	if err != nil {
 		return nil, err
+	}
+	m.client, err = client.New(cfg, client.Options{
+		Scheme:         opts.Informers.Scheme,
+		Mapper:         mapper,
+		FieldManager:   cmp.Or(opts.Name, DefaultName),
+		Cache:          m.cache,
+		ReadYourWrites: opts.ReadYourWrites,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
 	}
 	if err := clientMetrics.register(m.registry); err != nil {
 		return nil, fmt.Errorf("manager: registering rest_client metrics: %w", err)
@@ -180,11 +198,20 @@ func newWithClients(c informer.Clients, opts Options, newElector func(leader.Opt
 // before Run.
 func (m *Manager) Cache() *informer.Cache { return m.cache }
 
-// Client is the clientset for writes to built-in types. Reads belong to
-// listers.
-func (m *Manager) Client() kubernetes.Interface { return m.kube }
+// Client writes objects of every type in the scheme
+// (Options.Informers.Scheme), built-in or custom, and its writes are
+// reflected by the cache's listers when they return (see package client).
+// Its field manager is Options.Name. Reads belong to listers.
+func (m *Manager) Client() *client.Client { return m.client }
 
-// Dynamic is the dynamic client, for writes to custom resources.
+// Kubernetes is the clientset, for what Client does not do: subresources
+// other than status (pods' logs, exec, eviction, scale) and discovery. Its
+// writes are fenced like Client's, but the cache is not made to reflect
+// them.
+func (m *Manager) Kubernetes() kubernetes.Interface { return m.kube }
+
+// Dynamic is the dynamic client, for unstructured objects of resources
+// that have no Go type in the scheme.
 func (m *Manager) Dynamic() dynamic.Interface { return m.dyn }
 
 // RESTMapper maps kinds to resources through the server's discovery.

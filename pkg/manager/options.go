@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ctrlkit/ctrlkit/pkg/client"
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
 	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
@@ -58,6 +59,10 @@ type Options struct {
 	// own, built from a copy of the rest config (leader.NewForConfig). Nil
 	// disables leader election.
 	LeaderElection *leader.Options
+	// ReadYourWrites tunes how long a write through Manager.Client waits
+	// for the cache to reflect it (package client). The zero value waits
+	// up to client.DefaultReadYourWritesTimeout.
+	ReadYourWrites client.ReadYourWrites
 }
 
 // ControllerOptions configures one controller added with AddController.

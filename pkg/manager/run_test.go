@@ -127,7 +127,7 @@ func TestRunLifecycle(t *testing.T) {
 	}
 
 	// Events after the initial list reach the controller too.
-	if _, err := m.Client().CoreV1().ConfigMaps("default").Create(t.Context(), configMap("default", "new"), metav1.CreateOptions{}); err != nil {
+	if _, err := m.Kubernetes().CoreV1().ConfigMaps("default").Create(t.Context(), configMap("default", "new"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the new ConfigMap to be reconciled", func() bool {

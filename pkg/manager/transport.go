@@ -1,14 +1,11 @@
 package manager
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/ctrlkit/ctrlkit/pkg/leader"
 )
 
 // restMetrics are client-go's rest_client_* series, as controller-runtime
@@ -68,22 +65,3 @@ func (m *restMetrics) wrap(rt http.RoundTripper) http.RoundTripper {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-// fenceWrites is a rest.Config WrapTransport that refuses, with an error
-// wrapping leader.ErrNotLeader, every request but a read whose context
-// belongs to a term of leadership that is over (leader.CheckLeading). It
-// runs after client-go's client-side rate limiter, so a write that waited
-// there, or in a process paused by SIGSTOP, while the lease was lost is
-// not sent: a check before the call would leave that wait unfenced.
-func fenceWrites(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		switch req.Method {
-		case http.MethodGet, http.MethodHead, http.MethodOptions:
-		default:
-			if err := leader.CheckLeading(req.Context()); err != nil {
-				return nil, fmt.Errorf("%s %s not sent: %w", req.Method, req.URL.Path, err)
-			}
-		}
-		return rt.RoundTrip(req)
-	})
-}

@@ -70,7 +70,7 @@ func TestFenceWrites(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	client := &http.Client{Transport: fenceWrites(http.DefaultTransport)}
+	client := &http.Client{Transport: leader.FenceTransport(http.DefaultTransport)}
 	send := func(ctx context.Context, method string) error {
 		req, err := http.NewRequestWithContext(ctx, method, srv.URL+"/api/v1/namespaces/ns/configmaps/cm", nil)
 		if err != nil {

@@ -1,7 +1,6 @@
 // Package objects holds the helpers every operator needs for the objects it
 // owns: finalizers, controller owner references, create-or-update from the
-// cache, a writer for custom types that have no generated clientset, and
-// status conditions.
+// cache through the client (package client), and status conditions.
 //
 // The contract:
 //   - Reads come from the cache. CreateOrUpdate reads the current object
@@ -11,15 +10,14 @@
 //     semantically equal (equality.Semantic.DeepEqual) to the cached one,
 //     no request is made, so a reconcile of an object already in shape
 //     costs no API call.
-//   - A stale cache shows as an error, returned as is: an Update that lost a
-//     race fails with a conflict (apierrors.IsConflict), a Create of an
-//     object the cache had not seen yet with AlreadyExists. Return it from
+//   - Another writer shows as an error, returned as is: an Update that
+//     lost a race fails with a conflict (apierrors.IsConflict), a Create of
+//     an object the cache had not seen yet with AlreadyExists. With a
+//     manager's client the cache reflects every earlier write through that
+//     client, so these come from other writers. Return the error from
 //     Reconcile; the retry, with backoff, reads a fresher cache.
-//   - Writes are fenced: CreateOrUpdate and DynamicWriter call
-//     leader.CheckLeading(ctx) just before each request, so under the ctx of
-//     a leader-only Reconcile they send nothing once the replica can no
-//     longer prove it holds the lease (the error wraps leader.ErrNotLeader).
-//     Writes through a raw clientset are not checked: see package leader.
+//   - Writes go through package client, so they are fenced by leadership
+//     as every write of the client is.
 //   - The pure helpers (AddFinalizer, RemoveFinalizer,
 //     SetControllerReference, SetCondition) change only the object they are
 //     given, which must be the caller's own copy, never one from a lister,
@@ -27,6 +25,5 @@
 //     needed.
 //
 // Nothing here starts goroutines or keeps state: every function is safe
-// for concurrent use on distinct objects, and a DynamicWriter is safe for
-// concurrent use.
+// for concurrent use on distinct objects.
 package objects

@@ -1,11 +1,13 @@
 // Package v1alpha1 is the API of the website example operator: the
 // Website kind in group example.ctrlkit.io, version v1alpha1.
 //
-// The deepcopy functions (zz_generated.deepcopy.go) and the CRD manifest
-// (../../config/crd) are generated from these types by controller-gen:
-// run `make generate` after changing them.
+// The deepcopy functions (zz_generated.deepcopy.go), the apply
+// configurations for server-side apply (applyconfiguration/) and the CRD
+// manifest (../../config/crd) are generated from these types by
+// controller-gen: run `make generate` after changing them.
 //
 // +kubebuilder:object:generate=true
+// +kubebuilder:ac:generate=true
 // +groupName=example.ctrlkit.io
 package v1alpha1
 
@@ -18,6 +20,10 @@ import (
 var (
 	// GroupVersion is the group and version of the types in this package.
 	GroupVersion = schema.GroupVersion{Group: "example.ctrlkit.io", Version: "v1alpha1"}
+
+	// SchemeGroupVersion is GroupVersion under the name the generated
+	// apply configurations (applyconfiguration/) use.
+	SchemeGroupVersion = GroupVersion
 
 	// SchemeBuilder registers the types in this package.
 	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)

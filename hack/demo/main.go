@@ -31,16 +31,19 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/ctrlkit/ctrlkit/examples/website/api/v1alpha1"
+	"github.com/ctrlkit/ctrlkit/pkg/client"
 	"github.com/ctrlkit/ctrlkit/pkg/objects"
 )
 
@@ -49,11 +52,6 @@ const (
 	routesNamespace = "website-system"
 	finalizer       = "example.ctrlkit.io/route"
 	component       = "website-operator"
-)
-
-var (
-	websiteGVK  = v1alpha1.GroupVersion.WithKind("Website")
-	websitesGVR = v1alpha1.GroupVersion.WithResource("websites")
 )
 
 func main() {
@@ -112,14 +110,22 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
 
 	say("Installing the Website CRD from %s", crds)
 	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true}); err != nil {
 		return fmt.Errorf("installing the CRD: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{
+		Scheme:       scheme,
+		Mapper:       restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())),
+		FieldManager: "demo",
+	})
+	if err != nil {
+		return err
 	}
 	ns := fmt.Sprintf("demo-%d", time.Now().Unix()%100000)
 	for _, n := range []string{routesNamespace, ns} {
@@ -155,7 +161,7 @@ func run() error {
 		}
 	}()
 
-	d := &demo{kube: kube, dyn: dyn, ns: ns, name: "shop", samples: filepath.Join(crds, "..", "samples")}
+	d := &demo{kube: kube, c: c, ns: ns, name: "shop", samples: filepath.Join(crds, "..", "samples")}
 	var oldService *corev1.Service
 	rollout := step{
 		what: "the Deployment rolls out (no Deployment controller runs on this control plane: the demo plays it and writes the Deployment's status); expect Ready=True, Progressing=False",
@@ -212,7 +218,7 @@ func run() error {
 		{
 			what: fmt.Sprintf("delete the Website; expect its finalizer to hold it until the operator has deleted the route in %s (no owner reference can reach across namespaces), then the Website to go", routesNamespace),
 			do: func(ctx context.Context) error {
-				return dyn.Resource(websitesGVR).Namespace(ns).Delete(ctx, d.name, metav1.DeleteOptions{})
+				return c.Delete(ctx, &v1alpha1.Website{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: d.name}}, client.DeleteOptions{})
 			},
 			want: all(d.routeGone, d.websiteGone),
 			show: func(ctx context.Context) {
@@ -315,22 +321,14 @@ func all(wants ...func(context.Context) error) func(context.Context) error {
 // demo holds the clients and the Website the steps work on.
 type demo struct {
 	kube     kubernetes.Interface
-	dyn      dynamic.Interface
+	c        *client.Client // the Website's writes and reads
 	ns, name string
 	samples  string
 }
 
-func (d *demo) websites() *objects.DynamicWriter[*v1alpha1.Website] {
-	return objects.NewDynamicWriter[*v1alpha1.Website](d.dyn.Resource(websitesGVR).Namespace(d.ns), websiteGVK)
-}
-
 func (d *demo) website(ctx context.Context) (*v1alpha1.Website, error) {
-	u, err := d.dyn.Resource(websitesGVR).Namespace(d.ns).Get(ctx, d.name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
 	site := &v1alpha1.Website{}
-	return site, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, site)
+	return site, d.c.GetFromServer(ctx, types.NamespacedName{Namespace: d.ns, Name: d.name}, site)
 }
 
 func (d *demo) routeName() string { return d.ns + "." + d.name }
@@ -346,8 +344,7 @@ func (d *demo) createSample(ctx context.Context) error {
 		return fmt.Errorf("reading the sample: %w", err)
 	}
 	site.Namespace, site.Name = d.ns, d.name
-	_, err = d.websites().Create(ctx, site, metav1.CreateOptions{})
-	return err
+	return d.c.Create(ctx, site)
 }
 
 func (d *demo) updateSpec(change func(*v1alpha1.WebsiteSpec)) func(context.Context) error {
@@ -358,8 +355,7 @@ func (d *demo) updateSpec(change func(*v1alpha1.WebsiteSpec)) func(context.Conte
 				return err
 			}
 			change(&site.Spec)
-			_, err = d.websites().Update(ctx, site, metav1.UpdateOptions{})
-			return err
+			return d.c.Update(ctx, site)
 		})
 	}
 }

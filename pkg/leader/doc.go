@@ -36,15 +36,16 @@
 // CheckLeading, which tests the same conditions synchronously, returns an
 // error wrapping ErrNotLeader for every context derived from it. ctrlkit
 // calls CheckLeading before each Reconcile of a leader-only controller,
-// before each write of its write helpers (objects.CreateOrUpdate,
-// objects.DynamicWriter), and in the transport of the manager's clients
-// (manager.Client, manager.Dynamic) for every request but a read, after
+// before each write of its client (package client, which
+// objects.CreateOrUpdate uses), and in the transport of the manager's
+// clients (Manager.Client, Kubernetes, Dynamic) for every request but a
+// read (FenceTransport), after
 // client-go's client-side rate limiter: a write that waited there, or in a
 // paused process, while the term ended is refused, not sent. It cancels the
 // ctx of in-flight leader-only reconciles when the Fence closes. So, with timings New accepts:
 //
-//   - no leader-only Reconcile starts, and no write through ctrlkit's write
-//     helpers is sent, after this replica saw another holder or after its
+//   - no leader-only Reconcile starts, and no write through ctrlkit's
+//     clients is sent, after this replica saw another holder or after its
 //     last renewal is older than the fence, not even right after a pause;
 //   - no other replica can have taken the lease when such a check passed,
 //     unless clocks ran more than about 10% apart.

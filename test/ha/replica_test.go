@@ -23,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/clientcmd"
 
+	ctrlkitclient "github.com/ctrlkit/ctrlkit/pkg/client"
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
@@ -166,7 +167,7 @@ func errString(err error) string {
 type probe struct {
 	ns     string
 	lister informer.Lister[*corev1.ConfigMap]
-	w      objects.Writer[*corev1.ConfigMap]
+	c      *ctrlkitclient.Client
 	rec    *recorder
 	seq    atomic.Int64
 }
@@ -185,7 +186,7 @@ func (p *probe) observe(ctx context.Context, name string) (result, gen string, e
 	} else if err != nil {
 		return "error", "", err
 	}
-	_, op, err := objects.CreateOrUpdate(ctx, p.lister, p.w, p.ns, name, func(cm *corev1.ConfigMap) error {
+	_, op, err := objects.CreateOrUpdate(ctx, p.c, p.lister, p.ns, name, func(cm *corev1.ConfigMap) error {
 		gen = cm.Data[genKey]
 		if cm.Annotations == nil {
 			cm.Annotations = map[string]string{}
@@ -247,7 +248,7 @@ func replicaMain(name, configPath string) int {
 	if err != nil {
 		return fail(err)
 	}
-	p := &probe{ns: c.Namespace, lister: cms.Lister(), w: mgr.Client().CoreV1().ConfigMaps(c.Namespace), rec: rec}
+	p := &probe{ns: c.Namespace, lister: cms.Lister(), c: mgr.Client(), rec: rec}
 	if _, err := mgr.AddController("probe", p, manager.ControllerOptions{Workers: c.Workers}, manager.Watch{Source: cms}); err != nil {
 		return fail(err)
 	}

@@ -13,17 +13,23 @@
 //   - Built-in types travel as protobuf, as client-go's clientset sends
 //     them when asked; custom types as JSON, decoded straight into their Go
 //     type, with no unstructured step. A write sets the object passed to
-//     it to the server's answer (Apply, which takes an apply
-//     configuration, leaves it unchanged).
+//     it to the server's answer, every field of it, and leaves it as it
+//     was when the write fails (Apply, which takes an apply configuration,
+//     leaves that unchanged).
 //   - Server-side apply takes apply configurations (ApplyConfiguration),
 //     which carry only the fields the operator set: client-go's for
 //     built-in types, controller-gen's generated ones for custom types.
 //     The field manager is Options.FieldManager, the manager's name for a
-//     manager's client.
+//     manager's client. The API server counts a manager's applies and its
+//     other writes (Create, Update, Patch) as two owners, so a field one of
+//     them set conflicts with an Apply that changes it; a controller, the
+//     authority on the fields it applies, applies with
+//     WriteOptions.Force.
 //   - Read-your-own-writes, on when Options.Cache is set (a manager's
 //     client has it): when a write returns, a read through any Lister of
 //     that resource in the Cache reflects at least that write — the
-//     object at that resourceVersion or newer, or, after a deletion, no
+//     object at that resourceVersion or newer, or, after a deletion
+//     (including an update that removed an object's last finalizer), no
 //     object with that UID — and so does every List, for every earlier
 //     write by this client to that informer. The wait happens inside the
 //     write, for at most ReadYourWrites.Timeout, after which the write

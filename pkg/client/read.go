@@ -22,7 +22,7 @@ func (c *Client) GetFromServer(ctx context.Context, key types.NamespacedName, ob
 	if key.Name == "" {
 		return fmt.Errorf("client: GetFromServer of %s: the key has no name", t.gvk.Kind)
 	}
-	return t.rest.Get().NamespaceIfScoped(key.Namespace, t.namespaced).Resource(t.gvr.Resource).Name(key.Name).Do(ctx).Into(obj)
+	return into(t.rest.Get().NamespaceIfScoped(key.Namespace, t.namespaced).Resource(t.gvr.Resource).Name(key.Name).Do(ctx), obj)
 }
 
 // ListFromServer lists the objects opts select from the API server into
@@ -39,6 +39,6 @@ func (c *Client) ListFromServer(ctx context.Context, list runtime.Object, opts L
 		return err
 	}
 	lo := opts.toMeta()
-	return t.rest.Get().NamespaceIfScoped(opts.Namespace, t.namespaced && opts.Namespace != "").
-		Resource(t.gvr.Resource).VersionedParams(&lo, metav1.ParameterCodec).Do(ctx).Into(list)
+	return into(t.rest.Get().NamespaceIfScoped(opts.Namespace, t.namespaced && opts.Namespace != "").
+		Resource(t.gvr.Resource).VersionedParams(&lo, metav1.ParameterCodec).Do(ctx), list)
 }

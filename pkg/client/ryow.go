@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 )
@@ -38,8 +39,15 @@ func (c *Client) await(ctx context.Context, gvr schema.GroupVersionResource, w i
 	return &CacheLagError{Resource: gvr, Namespace: w.Namespace, Name: w.Name, ResourceVersion: w.ResourceVersion, Waited: time.Since(start), Err: err}
 }
 
-// writeOf describes the write whose answer is obj.
+// writeOf describes the write whose answer is obj. An answer marked for
+// deletion with no finalizers left and no grace period (a pod's lets it
+// run on) describes an object the write deleted: removing the last
+// finalizer deletes the object, and the answer then carries the last
+// resourceVersion the cache already holds, finalizers and all.
 func writeOf(obj Object) informer.Write {
+	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 && ptr.Deref(obj.GetDeletionGracePeriodSeconds(), 0) == 0 {
+		return informer.Write{Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(), Deleted: true}
+	}
 	return informer.Write{
 		Namespace:       obj.GetNamespace(),
 		Name:            obj.GetName(),

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -158,7 +160,7 @@ func (c *Client) write(ctx context.Context, obj Object, sub string, build func(t
 		r = r.SubResource(sub)
 	}
 	r = c.params(r, false)
-	if err := r.Do(ctx).Into(obj); err != nil {
+	if err := into(r.Do(ctx), obj); err != nil {
 		return err
 	}
 	if c.wo.DryRun {
@@ -181,15 +183,15 @@ func (c *Client) apply(ctx context.Context, ac ApplyConfiguration, sub string) e
 		return fmt.Errorf("client: Apply of %T: apiVersion %q: %w", ac, apiVersion, err)
 	}
 	gvk := gv.WithKind(kind)
-	into, err := c.scheme.New(gvk)
+	answer, err := c.scheme.New(gvk)
 	if err != nil {
 		return fmt.Errorf("client: Apply of %s: the kind is not in the client's scheme: register it with its AddToScheme: %w", gvk, err)
 	}
-	obj, ok := into.(Object)
+	obj, ok := answer.(Object)
 	if !ok {
-		return fmt.Errorf("client: Apply of %s: %T has no object metadata", gvk, into)
+		return fmt.Errorf("client: Apply of %s: %T has no object metadata", gvk, answer)
 	}
-	t, err := c.targetForKind(gvk, builtin(gvk, typeOf(into)))
+	t, err := c.targetForKind(gvk, builtin(gvk, typeOf(answer)))
 	if err != nil {
 		return err
 	}
@@ -205,7 +207,7 @@ func (c *Client) apply(ctx context.Context, ac ApplyConfiguration, sub string) e
 		r = r.SubResource(sub)
 	}
 	r = c.params(r.Body(data), true)
-	if err := r.Do(ctx).Into(obj); err != nil {
+	if err := into(r.Do(ctx), obj); err != nil {
 		return err
 	}
 	if c.wo.DryRun {
@@ -224,6 +226,23 @@ func (c *Client) params(r *rest.Request, apply bool) *rest.Request {
 		r = r.Param("force", "true")
 	}
 	return r
+}
+
+// into sets obj to the object res holds, leaving it unchanged when res is
+// an error. It decodes into a new value and copies that over obj: decoding
+// JSON straight into obj would keep the fields the answer omits (an empty
+// map, a status the server ignored) at obj's old values.
+func into(res rest.Result, obj runtime.Object) error {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return fmt.Errorf("client: %T is not a pointer to an API struct", obj)
+	}
+	fresh := reflect.New(v.Elem().Type())
+	if err := res.Into(fresh.Interface().(runtime.Object)); err != nil {
+		return err
+	}
+	v.Elem().Set(fresh.Elem())
+	return nil
 }
 
 func deref(s *string) string {

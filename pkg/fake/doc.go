@@ -1,0 +1,108 @@
+// Package fake is an in-memory Kubernetes API server for unit tests of
+// Reconcilers: a Cluster answers the REST requests of any client built on
+// its Config (client-go's clientsets, dynamic client and discovery,
+// ctrlkit's client) through an http.RoundTripper, with no process, port or
+// etcd, and Lister gives informer listers that are never behind it.
+//
+// The recipe:
+//
+//	c, err := fake.New(fake.Options{
+//		Scheme:  scheme, // client-go's types plus yours
+//		Objects: []runtime.Object{&v1alpha1.Website{...}},
+//	})
+//	cl, err := client.New(c.Config(), client.Options{Scheme: scheme, Mapper: c.RESTMapper()})
+//	websites, err := fake.Lister[*v1alpha1.Website](c)
+//	r := &Reconciler{Client: cl, Websites: websites}
+//	_, err = r.Reconcile(ctx, req)
+//	var got v1alpha1.Website
+//	err = c.Get(types.NamespacedName{Namespace: "ns", Name: "site"}, &got)
+//	for _, w := range c.Writes() { ... } // w.Verb, w.Resource, w.Err, w.Object
+//
+// Any client built on Config works the same way: client-go's clientsets and
+// dynamic client, and a whole manager (manager.New(c.Config(), ...)), whose
+// informers list and watch the fake.
+//
+// # Faithful where it matters
+//
+// The fake keeps kube-apiserver's rules that a Reconciler depends on, each
+// with a test:
+//   - Storage: one resourceVersion counter (a decimal string) increases with
+//     every write to any resource, as etcd's revision does; a write that
+//     changes nothing stores nothing and keeps the resourceVersion. Creates
+//     set a random uid, creationTimestamp and generation 1, and honour
+//     generateName (prefix and 5 random characters); a create carrying a
+//     resourceVersion fails as it does on kube-apiserver.
+//     metadata.generation grows when anything but metadata and status
+//     changes. Objects are stored as typed Go values, as a client reads
+//     them back from JSON (timestamps in whole seconds, empty lists
+//     absent), and copied in and out: no caller shares a pointer with the
+//     store.
+//   - Requests: GET of an object or a list (labelSelector, fieldSelector on
+//     metadata.name and metadata.namespace; other field labels are refused
+//     with 400), POST, PUT, PATCH, DELETE of an object or a collection,
+//     under /api/v1 and /apis/{group}/{version}, namespaced or not. Bodies
+//     may be JSON, YAML or protobuf; answers are always JSON, and errors a
+//     metav1.Status with kube-apiserver's code and reason, so apierrors'
+//     predicates work on the client side. dryRun=All answers as if and
+//     stores nothing.
+//   - Patches: JSON merge patch, JSON patch, and strategic merge patch for
+//     built-in kinds only (a custom kind answers 415, as CRDs do). A
+//     resourceVersion in the patched object is a precondition.
+//   - Conflicts and existence: an update or patch with a stale
+//     resourceVersion, or another uid, is a 409 Conflict; one without a
+//     resourceVersion is unconditional. An update of a missing object is a
+//     404, never a create; a create of an existing name a 409
+//     AlreadyExists, also while the old object is being deleted.
+//   - The status subresource, for every kind whose Go struct has a field
+//     Status: writes to the object keep the stored status, writes to
+//     /status change only the status and never the generation. A create
+//     drops .status, as kube-apiserver does for custom resources and most
+//     built-in kinds; Options.Objects keep it.
+//   - Deletion: uid and resourceVersion preconditions; an object with
+//     finalizers is only marked (deletionTimestamp, deletionGracePeriodSeconds
+//     0, generation and resourceVersion bumped) and the answer is the
+//     object; it goes when an update removes its last finalizer. No new
+//     finalizer may be added to an object being deleted (422, as
+//     kube-apiserver). Without finalizers the object goes at once and the
+//     answer is a Status Success.
+//   - Watch: newline-delimited JSON events for a resource, namespace and
+//     selectors, from a resourceVersion (replayed from a bounded history,
+//     410 Gone beyond it) or with initial ADDED events, and the watch-list
+//     protocol client-go's informers use (sendInitialEvents and the
+//     k8s.io/initial-events-end bookmark). An object that starts or stops
+//     matching a label selector arrives as ADDED or DELETED.
+//   - Discovery: /api, /apis and each group version, with every kind of the
+//     scheme, its scope, verbs and status subresource, for discovery
+//     clients and discovery-backed RESTMappers. RESTMapper gives the same
+//     mapping without requests.
+//
+// # Not faithful
+//
+//   - Server-side apply is a sketch: the applied configuration (which needs
+//     apiVersion, kind, metadata.name and a fieldManager, as on
+//     kube-apiserver) creates the object if absent and is otherwise merged
+//     onto it as a JSON merge patch: lists are replaced, nothing is owned,
+//     there are no apply conflicts, force is ignored and managedFields are
+//     not kept. Test apply semantics under envtest (test/e2e).
+//   - Owner references are stored but nothing acts on them: no garbage
+//     collection, no foreground or orphan deletion (propagationPolicy is
+//     accepted and ignored). Namespaces need not exist, and deleting one
+//     deletes nothing in it.
+//   - No validation, defaulting, admission or version conversion: a kind
+//     served at two versions is two separate stores. Graceful deletion
+//     (gracePeriodSeconds) is immediate. Lists are not paginated. Only
+//     metadata.name and metadata.namespace field selectors work.
+//   - metadata.generation is kept for every kind; kube-apiserver keeps it
+//     for custom resources and most workload kinds, but leaves it 0 for
+//     built-in kinds such as ConfigMap, Secret and Service.
+//
+// # Concurrency
+//
+// A Cluster is safe for concurrent use; one mutex orders every write, so
+// Writes, the resourceVersions and the watch events share one order.
+// Goroutines: each open watch has one, which writes its events to the
+// response body and ends when the request's context ends, the client
+// closes the body, timeoutSeconds elapse, or the watcher falls more than
+// 100 events behind (its stream ends, and a client-go reflector resumes
+// from the last resourceVersion it saw). Writes never wait for a watcher.
+package fake

@@ -150,7 +150,7 @@ type rule struct {
 // "group + resource + ..."), so that `make generate` changes nothing.
 func roleRules(group, plural string) []rule {
 	rules := []rule{
-		{"apps", "deployments", []string{"create", "list", "update", "watch"}},
+		{"apps", "deployments", []string{"create", "list", "patch", "watch"}},
 		{group, plural, []string{"list", "watch"}},
 		{group, plural + "/status", []string{"update"}},
 	}

@@ -80,7 +80,7 @@ func (c *Client) Delete(ctx context.Context, obj Object, opts DeleteOptions) err
 }
 
 // DeleteAllOf deletes every object of obj's type that opts select, in
-// opts.Namespace (all namespaces when empty), with del. obj only names
+// opts.Namespace (required for a namespaced type), with del. obj only names
 // the type. It waits until the cache reflects each deletion the server
 // reports.
 func (c *Client) DeleteAllOf(ctx context.Context, obj Object, opts ListOptions, del DeleteOptions) error {
@@ -88,12 +88,15 @@ func (c *Client) DeleteAllOf(ctx context.Context, obj Object, opts ListOptions, 
 	if err != nil {
 		return err
 	}
+	if t.namespaced && opts.Namespace == "" {
+		return fmt.Errorf("client: DeleteAllOf %s: ListOptions.Namespace is empty: the API server deletes a namespaced type's objects one namespace at a time, so name the namespace", t.gvr.Resource)
+	}
 	if err := leader.CheckLeading(ctx); err != nil {
 		return err
 	}
 	body := del.toMeta(c.wo.DryRun)
 	lo := opts.toMeta()
-	res, err := t.rest.Delete().NamespaceIfScoped(opts.Namespace, t.namespaced && opts.Namespace != "").
+	res, err := t.rest.Delete().NamespaceIfScoped(opts.Namespace, t.namespaced).
 		Resource(t.gvr.Resource).VersionedParams(&lo, metav1.ParameterCodec).Body(&body).Do(ctx).Get()
 	if err != nil {
 		return err

@@ -125,5 +125,5 @@ clean: ## Remove bin/ (including the built control plane)
 	rm -rf $(BIN)
 
 .PHONY: bench-e2e
-bench-e2e: envtest ## Compare ctrlkit with controller-runtime end to end on one envtest control plane (cold start at 10k and 50k ConfigMaps, churn latency at 100/200/400 writes/s, restart storm with 1ms and 10ms Reconciles, heap for ConfigMaps and Pods, CPU) and write bench/results/latest.md, latency.svg and storm.svg (~15 min; -only storm via BENCH_ARGS, BENCH_N=2000,4000 for a quick look; bench/e2e/README.md)
+bench-e2e: envtest ## Compare ctrlkit with controller-runtime end to end on one envtest control plane (cold start at 10k and 50k ConfigMaps, churn latency at 100/200/400 writes/s, write latency with read-your-own-writes on and off beside controller-runtime and client-go, restart storm with 1ms and 10ms Reconciles, heap for ConfigMaps and Pods, CPU) and write bench/results/latest.md, latency.svg and storm.svg (~15 min; -only storm via BENCH_ARGS, BENCH_N=2000,4000 for a quick look; bench/e2e/README.md)
 	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) $(GO) run ./bench/e2e -out $(CURDIR)/bench/results $(BENCH_ARGS)

@@ -48,23 +48,35 @@ func (w *writer) churn(ctx context.Context, rate int, d time.Duration) []write {
 	for i := range total {
 		// Pacing an open-loop writer: the schedule is the point, not a condition.
 		time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
-		w.seq++
-		seq, idx := w.seq, w.cursor%w.objects
-		w.cursor++
+		seq, idx := w.next()
 		out[i].seq = seq
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"%d"}}}`, seqAnnotation, seq)
 			out[i].sent = time.Now()
-			_, err := w.client.CoreV1().ConfigMaps(nsName(idx)).Patch(ctx, objName(idx), types.MergePatchType, patch, metav1.PatchOptions{})
-			if err == nil {
+			if w.patch(ctx, seq, idx) == nil {
 				out[i].resp = time.Now()
 			}
 		})
 	}
 	wg.Wait()
 	return out
+}
+
+// next picks the next write: a new sequence number, and the object least
+// recently written.
+func (w *writer) next() (seq int64, idx int) {
+	w.seq++
+	seq, idx = w.seq, w.cursor%w.objects
+	w.cursor++
+	return seq, idx
+}
+
+// patch merge-patches object idx's sequence annotation to seq.
+func (w *writer) patch(ctx context.Context, seq int64, idx int) error {
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"%d"}}}`, seqAnnotation, seq)
+	_, err := w.client.CoreV1().ConfigMaps(nsName(idx)).Patch(ctx, objName(idx), types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
 }
 
 // latencies is what a recorder saw of a batch of writes.

@@ -19,6 +19,9 @@ func TestParseOnly(t *testing.T) {
 	if c := (config{only: some}); !c.partial() || c.runs(secChurn) {
 		t.Errorf("-only storm,pods: partial %v, runs churn %v", c.partial(), c.runs(secChurn))
 	}
+	if w, err := parseOnly("writes"); err != nil || !w[secWrites] || len(w) != 1 {
+		t.Errorf("parseOnly(writes) = %v, %v", w, err)
+	}
 	if _, err := parseOnly("storm,heap"); err == nil {
 		t.Error("parseOnly(storm,heap): no error for an unknown section")
 	}
@@ -37,5 +40,44 @@ func TestStormSpan(t *testing.T) {
 	}
 	if n := s.count(got); n != 1500 {
 		t.Errorf("10ms: %d updates, want 1500", n)
+	}
+}
+
+// TestWriteOrder: the writes section rotates its clients, so that over as
+// many rounds as there are clients each takes each place once.
+func TestWriteOrder(t *testing.T) {
+	places := make([]map[int]bool, len(writeModes))
+	for i := range places {
+		places[i] = make(map[int]bool)
+	}
+	for round := range len(writeModes) {
+		order := writeOrder(round)
+		seen := make(map[int]bool)
+		for place, m := range order {
+			seen[m] = true
+			places[m][place] = true
+		}
+		if len(seen) != len(writeModes) {
+			t.Fatalf("round %d: order %v does not run every client once", round, order)
+		}
+	}
+	for m, p := range places {
+		if len(p) != len(writeModes) {
+			t.Errorf("%s took places %v, want each of %d", writeModes[m].name, p, len(writeModes))
+		}
+	}
+}
+
+// TestWriteCases: quiet cases first, then loaded, each with every -write-conc.
+func TestWriteCases(t *testing.T) {
+	got := writeCases(config{writes: writeConfig{conc: []int{1, 8}}})
+	want := []writeCase{{false, 1}, {false, 8}, {true, 1}, {true, 8}}
+	if len(got) != len(want) {
+		t.Fatalf("writeCases = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("writeCases[%d] = %v, want %v", i, got[i], want[i])
+		}
 	}
 }

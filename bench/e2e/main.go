@@ -5,7 +5,9 @@
 // open-loop writer, a restart storm (updates arriving while the initial
 // backlog drains), heap per cached object for ConfigMaps and ~4 KB Pods
 // with each framework's defaults and best memory option, and CPU per
-// reconcile. See bench/e2e/README.md.
+// reconcile; and the latency of one write through ctrlkit's client, with
+// read-your-own-writes on and off, controller-runtime's and client-go's,
+// quiet and under load. See bench/e2e/README.md.
 //
 // Both frameworks run in this one process, one after the other, A/B
 // alternating over the rounds; each run builds its own manager, runs and
@@ -15,7 +17,8 @@
 // Usage (make bench-e2e sets KUBEBUILDER_ASSETS):
 //
 //	go run ./bench/e2e [-n 10000,50000] [-rounds 5] [-rounds-large 3] [-rates 100,200,400] [-churn 10s] [-pods 5000]
-//		[-storm-costs 1ms,10ms] [-only cold,churn,storm,pods,large] [-out bench/results]
+//		[-storm-costs 1ms,10ms] [-writes 500] [-write-creates 100] [-write-conc 1,8]
+//		[-only cold,churn,storm,writes,pods,large] [-out bench/results]
 package main
 
 import (
@@ -52,20 +55,22 @@ type config struct {
 	churn       time.Duration
 	pods        int // Pods for the heap comparison; 0 skips it
 	storm       stormConfig
+	writes      writeConfig
 	only        map[string]bool // the sections to run (-only); every one by default
 	out         string
 }
 
 // The sections -only selects.
 const (
-	secCold  = "cold"  // cold start, heap slope and best memory option at the first size
-	secChurn = "churn" // churn latency and CPU at every rate (on a full manager, whose cold start it also reports)
-	secStorm = "storm" // the restart storm, once per Reconcile cost
-	secPods  = "pods"  // Pod heap
-	secLarge = "large" // cold start and heap at the sizes after the first
+	secCold   = "cold"   // cold start, heap slope and best memory option at the first size
+	secChurn  = "churn"  // churn latency and CPU at every rate (on a full manager, whose cold start it also reports)
+	secStorm  = "storm"  // the restart storm, once per Reconcile cost
+	secWrites = "writes" // the latency of one write, per client, quiet and loaded
+	secPods   = "pods"   // Pod heap
+	secLarge  = "large"  // cold start and heap at the sizes after the first
 )
 
-var allSections = []string{secCold, secChurn, secStorm, secPods, secLarge}
+var allSections = []string{secCold, secChurn, secStorm, secWrites, secPods, secLarge}
 
 // runs reports whether section sec is selected.
 func (c config) runs(sec string) bool { return c.only[sec] }
@@ -132,6 +137,9 @@ func parseFlags() (config, error) {
 	flag.IntVar(&c.storm.updates, "storm-updates", 200, "updates during the restart storm, at least: more when the expected drain outlasts them at -storm-rate")
 	flag.IntVar(&c.storm.rate, "storm-rate", 50, "updates per second during the restart storm")
 	costs := flag.String("storm-costs", "1ms,10ms", "simulated cost of each Reconcile during the restart storm, comma-separated: one storm case per cost")
+	flag.IntVar(&c.writes.updates, "writes", 500, "writes section: updates per client, case and round")
+	flag.IntVar(&c.writes.creates, "write-creates", 100, "writes section: creates, each followed by its delete, per client, case and round; 0 for updates only")
+	conc := flag.String("write-conc", "1,8", fmt.Sprintf("writes section: concurrent writers, comma-separated, at most %d: one case per value, quiet and loaded", writeObjects))
 	only := flag.String("only", "all", "sections to run, comma-separated: all, or some of "+strings.Join(allSections, ","))
 	flag.StringVar(&c.out, "out", "bench/results", "directory for latest.md, latency.svg (churn) and storm.svg (storm)")
 	flag.Parse()
@@ -148,11 +156,17 @@ func parseFlags() (config, error) {
 	if c.only, err = parseOnly(*only); err != nil {
 		return c, err
 	}
+	if c.writes.conc, err = parseInts("-write-conc", *conc); err != nil {
+		return c, err
+	}
 	if !slices.IsSorted(c.sizes) || c.sizes[0] < 2*namespaces || c.sizes[len(c.sizes)-1] > 99999 {
 		return c, errors.New("-n: sizes must be ascending, from 20 to 99999")
 	}
 	if c.rounds < 1 || c.roundsLarge < 1 || c.churn <= 0 || c.pods < 0 || c.pods > 99999 || c.storm.updates < 1 || c.storm.rate < 1 {
 		return c, errors.New("-rounds and -rounds-large must be at least 1, -churn positive, -pods from 0 to 99999, -storm-updates and -storm-rate positive")
+	}
+	if c.writes.updates < 1 || c.writes.creates < 0 || slices.Max(c.writes.conc) > writeObjects {
+		return c, fmt.Errorf("-writes must be positive, -write-creates at least 0, -write-conc at most %d", writeObjects)
 	}
 	return c, nil
 }
@@ -163,6 +177,7 @@ type results struct {
 	large   []map[string][]coldResult // one per size after the first
 	pods    map[string][]podRound
 	podSize podSize
+	writes  *writeResults // nil unless the writes section ran
 	seeded  []seeded
 	lines   []string // the per-round lines printed during the run
 	missing []string // phases that failed, for the notes
@@ -225,7 +240,7 @@ func run() error {
 	}
 	n := c.sizes[0]
 	mainPhase := c.runs(secCold) || c.runs(secChurn) || c.runs(secStorm)
-	if mainPhase || c.runs(secLarge) {
+	if mainPhase || c.runs(secWrites) || c.runs(secLarge) {
 		s, err := seedConfigMaps(ctx, admin, 0, n, n/2)
 		if err != nil {
 			return err
@@ -255,6 +270,14 @@ func run() error {
 			}
 			res.main[fw.name] = append(res.main[fw.name], r)
 			res.logf("%s", mainLine(c, round, fw, n, r))
+		}
+	}
+
+	// Writes: the latency of one write, per client, over the first size.
+	if c.runs(secWrites) {
+		if err := writesPhase(ctx, cfg, admin, c, w, res); err != nil {
+			res.missing = append(res.missing, fmt.Sprintf("writes: %v", err))
+			fmt.Fprintln(os.Stderr, "bench-e2e: writes phase:", err)
 		}
 	}
 

@@ -81,5 +81,43 @@ func notes(c config, res *results) string {
   deep-copies it on every Get. That copy is part of controller-runtime's default cost and shows in its CPU rows.
 - Ratios are left out (–) for the signed latencies and counts, and where a value is zero or negative.
 `)
+	if res.writes != nil {
+		fmt.Fprintf(&sb, `- Writes: each client updates the %d ConfigMaps of namespace %s in turn (read-modify-write from the
+  server's last answer, a new annotation value each time, so every update changes the object), then creates
+  ConfigMaps there, each deleted right after; the latency is from the call to its return. Each client runs next to
+  its own manager's informer cache of every ConfigMap in the cluster (no controller), started fresh for each
+  regime and round and synced, then %d untimed updates and a GC: ctrlkit's manager.Client() with
+  read-your-own-writes on (the default: the write returns once the cache reflects it) and off
+  (Options.ReadYourWrites.Disabled); controller-runtime's mgr.GetClient(), which does not wait for its cache;
+  client-go's typed clientset with a shared informer, the floor (asked for protobuf, which the other two send for
+  built-in types). The four run one after the other, in an order rotated every round. Quiet: nothing else writes.
+  Loaded: churn's open-loop writer merge-patches the first size's ConfigMaps at %d/s through the whole regime, so
+  every cache also decodes and stores those events and the write the cache must catch up on queues behind them;
+  the per-round lines give the rate it reached. With n writers, each owns every n-th object, one write in flight.
+- "Cache stale" counts writes after which the cache (ctrlkit's Lister, controller-runtime's cached Get,
+  client-go's lister), read as soon as the call returned, did not hold the object at the written resourceVersion or
+  later (a delete: still held the deleted UID). With read-your-own-writes on it must be 0; the other columns show
+  how often a read right after the write would have been stale without it. "on − off" is the median of the
+  per-round differences of the quantile, the added latency; the ratios are of quantiles, so a ratio near 1× means
+  the wait is small next to the API server's answer. p99 is a nearest-rank quantile of one round's writes (of %d
+  updates the %s largest), and the four clients do not run at the same moment: load that changes on the shared
+  box between them can move p99 by more than read-your-own-writes does; read the ranges.
+`, writeObjects, writeNS, writeWarmup, res.writes.rate, c.writes.updates, ordinal(c.writes.updates-(int(0.99*float64(c.writes.updates)+0.5)-1)))
+	}
 	return sb.String()
+}
+
+// ordinal is n as 1st, 2nd, 3rd, 4th, ….
+func ordinal(n int) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
 }

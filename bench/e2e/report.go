@@ -249,8 +249,11 @@ func report(c config, res *results, took time.Duration) string {
 		"Whole run: %.1f min.\n\n",
 		time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(),
 		namespaces, workers, took.Minutes())
-	fmt.Fprintf(&sb, "| metric | %s | %s | %s ÷ %s |\n|---|--:|--:|--:|\n", frameworks[0].name, frameworks[1].name, frameworks[0].name, frameworks[1].name)
-	for _, sec := range sections(c, res) {
+	secs := sections(c, res)
+	if len(secs) > 0 {
+		fmt.Fprintf(&sb, "| metric | %s | %s | %s ÷ %s |\n|---|--:|--:|--:|\n", frameworks[0].name, frameworks[1].name, frameworks[0].name, frameworks[1].name)
+	}
+	for _, sec := range secs {
 		fmt.Fprintf(&sb, "| **%s** | | | |\n", sec.title)
 		for _, m := range sec.rows {
 			if m.text != nil {
@@ -272,7 +275,107 @@ func report(c config, res *results, took time.Duration) string {
 			fmt.Fprintf(&sb, "| %s | %s%s | %s | %s |\n", m.name, spread(m.format, m.a), m.aNote, spread(m.format, m.b), rs)
 		}
 	}
+	if wt := writesTable(c, res); wt != "" {
+		if len(secs) > 0 {
+			sb.WriteString("\n")
+		}
+		sb.WriteString(wt)
+	}
 	sb.WriteString(notes(c, res))
 	sb.WriteString("\nPer round:\n\n```\n" + strings.Join(res.lines, "\n") + "\n```\n")
+	return sb.String()
+}
+
+// writesTable is the writes section's table: one column per client, then
+// the ratios (medians of the per-round ratios) and the added latency of
+// read-your-own-writes (median of the per-round differences); empty when
+// the section did not run.
+func writesTable(c config, res *results) string {
+	wr := res.writes
+	if wr == nil || len(wr.runs) == 0 || len(wr.runs[0][modeOn]) == 0 {
+		return ""
+	}
+	var sb strings.Builder
+	on, off, cr, cg := writeModes[modeOn].name, writeModes[modeOff].name, writeModes[modeCR].name, writeModes[modeCG].name
+	fmt.Fprintf(&sb, "Writes: the latency of one write as the operator sees it, from the call to its return, with each client's "+
+		"manager caching every ConfigMap (%d of the benchmark's and %d written here); RYOW is ctrlkit's read-your-own-writes. "+
+		"Values are medians over rounds of each round's quantile, with (min–max); ratios and differences are medians of the per-round ones.\n\n",
+		c.sizes[0], writeObjects)
+	fmt.Fprintf(&sb, "| metric | %s | %s | %s | %s | on ÷ off | on − off (ms) | off ÷ %s | on ÷ %s |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+		on, off, cr, cg, cr, cg)
+	ratio := func(a, b []float64) string {
+		var rs []float64
+		for i := range min(len(a), len(b)) {
+			if a[i] > 0 && b[i] > 0 {
+				rs = append(rs, a[i]/b[i])
+			}
+		}
+		if len(rs) == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f×", median(rs))
+	}
+	diff := func(a, b []float64) string {
+		var ds []float64
+		for i := range min(len(a), len(b)) {
+			ds = append(ds, a[i]-b[i])
+		}
+		if len(ds) == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%+.2f", median(ds))
+	}
+	for k, wc := range wr.cases {
+		runs := wr.runs[k]
+		rounds := len(runs[modeOn])
+		writers := "1 writer"
+		if wc.conc > 1 {
+			writers = fmt.Sprintf("%d concurrent writers", wc.conc)
+		}
+		title := "Writes, quiet (no other writer), " + writers
+		if wc.loaded {
+			title = fmt.Sprintf("Writes, loaded (background writer updating the other ConfigMaps at %d/s), %s", wr.rate, writers)
+		}
+		fmt.Fprintf(&sb, "| **%s: %d updates, %d creates and deletes per client and round (%d rounds)** | | | | | | | | |\n",
+			title, c.writes.updates, c.writes.creates, rounds)
+		for op := range numOps {
+			if op != opUpdate && c.writes.creates == 0 {
+				continue
+			}
+			for _, q := range []struct {
+				name string
+				q    float64
+			}{{"p50", 0.50}, {"p99", 0.99}} {
+				vals := make([][]float64, len(writeModes))
+				for m := range writeModes {
+					vals[m] = each(runs[m], func(r modeRun) float64 { return ms(r.ops[op].p(q.q)) })
+				}
+				fmt.Fprintf(&sb, "| %s %s (ms) | %s | %s | %s | %s | %s | %s | %s | %s |\n", opNames[op], q.name,
+					spread("%.2f", vals[modeOn]), spread("%.2f", vals[modeOff]), spread("%.2f", vals[modeCR]), spread("%.2f", vals[modeCG]),
+					ratio(vals[modeOn], vals[modeOff]), diff(vals[modeOn], vals[modeOff]), ratio(vals[modeOff], vals[modeCR]), ratio(vals[modeOn], vals[modeCG]))
+			}
+			cells := make([]string, len(writeModes))
+			var failed int
+			for m := range writeModes {
+				var sum opResult
+				for _, r := range runs[m] {
+					sum.add(r.ops[op])
+				}
+				cells[m] = fmt.Sprintf("%d of %d", sum.stale, sum.n)
+				failed += sum.failed
+			}
+			fmt.Fprintf(&sb, "| %s: cache stale when the call returned (all rounds) | %s | – | – | – | – |\n", opNames[op], strings.Join(cells, " | "))
+			if failed > 0 {
+				for m := range writeModes {
+					var sum opResult
+					for _, r := range runs[m] {
+						sum.add(r.ops[op])
+					}
+					cells[m] = fmt.Sprintf("%d (cache lag %d)", sum.failed, sum.lag)
+				}
+				fmt.Fprintf(&sb, "| %s: errors (all rounds) | %s | – | – | – | – |\n", opNames[op], strings.Join(cells, " | "))
+			}
+		}
+	}
 	return sb.String()
 }

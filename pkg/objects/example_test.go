@@ -7,9 +7,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/ctrlkit/ctrlkit/pkg/fake"
 	"github.com/ctrlkit/ctrlkit/pkg/objects"
 )
 
@@ -54,26 +54,28 @@ func ExampleSetControllerReference() {
 
 // CreateOrUpdate in a Reconcile: the current Deployment comes from the
 // cache (in an operator, informer.For[*appsv1.Deployment](mgr.Cache())),
-// writes go through the typed client, and an object already in shape costs
-// no request.
+// writes go through the client (mgr.Client()), and an object already in
+// shape costs no request. Here both are served by package fake.
 func ExampleCreateOrUpdate() {
 	ctx := context.Background()
-	kube := fake.NewClientset(&appsv1.Deployment{
+	e, err := startEnv(&appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web"},
 		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](3)},
 	})
-	lister, stop, err := startLister[*appsv1.Deployment](ctx, kube, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer stop()
+	deployments, err := fake.Lister[*appsv1.Deployment](e.cluster)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	scale := func(d *appsv1.Deployment) error {
 		d.Spec.Replicas = ptr.To[int32](3) // set the fields the operator owns, one by one
 		return nil
 	}
 	for _, name := range []string{"web", "api"} {
-		dep, op, err := objects.CreateOrUpdate(ctx, lister, kube.AppsV1().Deployments("team-a"), "team-a", name, scale)
+		dep, op, err := objects.CreateOrUpdate(ctx, e.client, deployments, "team-a", name, scale)
 		if err != nil {
 			log.Fatal(err) // in Reconcile: return it, and the retry backs off
 		}
@@ -84,27 +86,32 @@ func ExampleCreateOrUpdate() {
 	// team-a/api: created, replicas 3
 }
 
-// A custom type without a generated clientset is written through the
-// dynamic client; its status through the status subresource.
-func ExampleNewDynamicWriter() {
+// A custom type needs no generated clientset: the client writes every
+// type in its scheme, and its status through the status subresource
+// (Client.Status), the only way to change the status of a type that has
+// one.
+func Example_customTypeStatus() {
 	ctx := context.Background()
-	dyn := newDynamic() // in an operator: mgr.Dynamic()
-	w := objects.NewDynamicWriter[*Site](dyn.Resource(siteGVR).Namespace("team-a"), siteGVK)
-
-	site, err := w.Create(ctx, &Site{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web"},
-		Spec:       SiteSpec{Image: "nginx:1.27"},
-	}, metav1.CreateOptions{})
+	e, err := startEnv() // in an operator: c := mgr.Client()
 	if err != nil {
 		log.Fatal(err)
 	}
-	objects.SetCondition(&site.Status.Conditions, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Available"})
-	if site, err = w.UpdateStatus(ctx, site, metav1.UpdateOptions{}); err != nil {
+	c := e.client
+
+	site := &Site{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web"},
+		Spec:       SiteSpec{Image: "nginx:1.27"},
+	}
+	if err := c.Create(ctx, site); err != nil { // site is now as stored: uid, resourceVersion
 		log.Fatal(err)
 	}
-	fmt.Println(site.APIVersion, site.Kind, site.Name, site.Spec.Image, objects.IsConditionTrue(site.Status.Conditions, "Ready"))
+	objects.SetCondition(&site.Status.Conditions, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Available"})
+	if err := c.Status().Update(ctx, site); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(site.Name, site.Spec.Image, objects.IsConditionTrue(site.Status.Conditions, "Ready"))
 	// Output:
-	// test.ctrlkit.io/v1 Site web nginx:1.27 true
+	// web nginx:1.27 true
 }
 
 func ExampleSetCondition() {

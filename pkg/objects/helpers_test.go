@@ -1,34 +1,31 @@
 package objects_test
 
 import (
-	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
 	"testing"
-	"time"
 
-	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
-	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/ctrlkit/ctrlkit/pkg/client"
+	"github.com/ctrlkit/ctrlkit/pkg/fake"
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
-	"github.com/ctrlkit/ctrlkit/pkg/objects"
 )
 
-// TestMain fails the package if a test leaves an informer goroutine behind.
+// TestMain fails the package if a test leaves a goroutine behind.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// Site is a custom resource type (group test.ctrlkit.io/v1) with a
-// hand-written DeepCopyObject, standing in for a CRD's generated Go type.
+// Site is a custom resource type (group test.ctrlkit.io/v1) with a status
+// subresource and a hand-written DeepCopyObject, standing in for a CRD's
+// generated Go type.
 type Site struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -59,7 +56,8 @@ func (s *Site) DeepCopyObject() runtime.Object {
 	return &out
 }
 
-// SiteList is a list of Sites.
+// SiteList is a list of Sites: the fake serves lists and watches of a kind
+// only with its List kind registered.
 type SiteList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
@@ -82,7 +80,6 @@ func (l *SiteList) DeepCopyObject() runtime.Object {
 var (
 	siteGV  = schema.GroupVersion{Group: "test.ctrlkit.io", Version: "v1"}
 	siteGVK = siteGV.WithKind("Site")
-	siteGVR = siteGV.WithResource("sites")
 )
 
 // testScheme knows client-go's types and Site.
@@ -96,77 +93,89 @@ func testScheme() *runtime.Scheme {
 	return s
 }
 
-// newDynamic returns a fake dynamic client holding objs (unstructured),
-// able to list Sites.
-func newDynamic(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
-	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{siteGVR: "SiteList"}, objs...)
+// env is a fake API server holding some objects, a ctrlkit client on it,
+// and a log of every request that client sent.
+type env struct {
+	cluster *fake.Cluster
+	client  *client.Client
+	sent    *recorder
 }
 
-// newLister starts a Cache over the fake clients with one informer, for T,
-// waits for it to sync, and stops it when the test ends.
-func newLister[T objects.Object](t testing.TB, kube *fake.Clientset, dyn *dynamicfake.FakeDynamicClient) informer.Lister[T] {
+// newEnv returns an env whose fake holds objs.
+func newEnv(t testing.TB, objs ...runtime.Object) env {
 	t.Helper()
-	lister, stop, err := startLister[T](context.Background(), kube, dyn)
+	e, err := startEnv(objs...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(stop)
-	return lister
+	return e
 }
 
-// startLister is newLister for examples, which have no testing.TB.
-func startLister[T objects.Object](ctx context.Context, kube *fake.Clientset, dyn *dynamicfake.FakeDynamicClient) (informer.Lister[T], func(), error) {
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
-	mapper.Add(appsv1.SchemeGroupVersion.WithKind("Deployment"), meta.RESTScopeNamespace)
-	mapper.Add(siteGVK, meta.RESTScopeNamespace)
-	if dyn == nil {
-		dyn = newDynamic()
-	}
-	c, err := informer.New(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: mapper}, informer.Options{Scheme: testScheme()})
+// startEnv is newEnv for examples, which have no testing.TB.
+func startEnv(objs ...runtime.Object) (env, error) {
+	scheme := testScheme()
+	cluster, err := fake.New(fake.Options{Scheme: scheme, Objects: objs})
 	if err != nil {
-		return informer.Lister[T]{}, nil, err
+		return env{}, err
 	}
-	inf, err := informer.For[T](c)
+	cfg := cluster.Config()
+	sent := &recorder{next: cfg.Transport}
+	cfg.Transport = sent
+	c, err := client.New(cfg, client.Options{Scheme: scheme, Mapper: cluster.RESTMapper()})
 	if err != nil {
-		return informer.Lister[T]{}, nil, err
+		return env{}, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	stop := func() { cancel(); c.Wait() }
-	if err := c.Start(ctx); err != nil {
-		stop()
-		return informer.Lister[T]{}, nil, err
-	}
-	syncCtx, cancelSync := context.WithTimeout(ctx, 10*time.Second)
-	defer cancelSync()
-	if err := c.WaitForSync(syncCtx, logr.Discard(), 0); err != nil {
-		stop()
-		return informer.Lister[T]{}, nil, err
-	}
-	return inf.Lister(), stop, nil
+	return env{cluster: cluster, client: c, sent: sent}, nil
 }
 
-// eventually polls cond until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+// lister returns a lister of T over e's fake, never behind it.
+func lister[T runtime.Object](t testing.TB, e env) informer.Lister[T] {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond) // poll interval, not a stand-in for a condition
+	l, err := fake.Lister[T](e.cluster)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return l
 }
 
-// requests returns the verbs of the requests other than list and watch (the
-// informer's) that reached a fake client.
-func requests(actions []k8stesting.Action) []string {
+// writes lists the writes the fake answered, other than to Leases, as
+// "verb resource[/subresource]", with " refused" after those it refused.
+func writes(c *fake.Cluster) []string {
 	var out []string
-	for _, a := range actions {
-		if v := a.GetVerb(); v != "list" && v != "watch" {
-			out = append(out, v+" "+a.GetResource().Resource)
+	for _, w := range c.Writes() {
+		if w.Resource.Resource == "leases" {
+			continue
 		}
+		s := w.Verb + " " + w.Resource.Resource
+		if w.Subresource != "" {
+			s += "/" + w.Subresource
+		}
+		if w.Err != nil {
+			s += " refused"
+		}
+		out = append(out, s)
 	}
 	return out
+}
+
+// recorder is an http.RoundTripper that logs the method and path of every
+// request before passing it on.
+type recorder struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	reqs []string
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.mu.Lock()
+	r.reqs = append(r.reqs, fmt.Sprintf("%s %s", req.Method, req.URL.Path))
+	r.mu.Unlock()
+	return r.next.RoundTrip(req)
+}
+
+// requests returns the requests sent so far.
+func (r *recorder) requests() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.reqs)
 }

@@ -3,8 +3,8 @@ package client
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 
-	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 )
@@ -52,11 +52,48 @@ func (p mergeFrom) Data(obj Object) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := jsonpatch.CreateMergePatch(orig, mod)
+	data, err := createMergePatch(orig, mod)
 	if err != nil {
 		return nil, fmt.Errorf("client: computing the merge patch of %T %s: %w", obj, keyOf(obj), err)
 	}
 	return data, nil
+}
+
+// createMergePatch returns the JSON merge patch (RFC 7386) that turns the
+// JSON object orig into mod: the members that differ, with null for those
+// mod lacks; objects are compared member by member, anything else whole.
+func createMergePatch(orig, mod []byte) ([]byte, error) {
+	var o, m map[string]any
+	if err := json.Unmarshal(orig, &o); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(mod, &m); err != nil {
+		return nil, err
+	}
+	return json.Marshal(mergeDiff(o, m))
+}
+
+func mergeDiff(orig, mod map[string]any) map[string]any {
+	patch := map[string]any{}
+	for k := range orig {
+		if _, ok := mod[k]; !ok {
+			patch[k] = nil
+		}
+	}
+	for k, mv := range mod {
+		ov, ok := orig[k]
+		om, oIsMap := ov.(map[string]any)
+		mm, mIsMap := mv.(map[string]any)
+		switch {
+		case ok && oIsMap && mIsMap:
+			if d := mergeDiff(om, mm); len(d) > 0 {
+				patch[k] = d
+			}
+		case !ok || !reflect.DeepEqual(ov, mv):
+			patch[k] = mv
+		}
+	}
+	return patch
 }
 
 // StrategicMergeFrom returns a strategic merge patch from original to the

@@ -29,6 +29,11 @@
 // leader.ErrLeaseLost, for a process supervisor to restart the replica
 // (leader.Options.Recampaign and GracefulShutdownOnLoss change this).
 //
+// Manager.Client writes every type in the scheme, and its writes are in the
+// cache's listers when it returns (package client). For tests, a Manager
+// runs unchanged on the in-memory API server of package fake
+// (manager.New(cluster.Config(), ...)).
+//
 // A Manager holds no process-global state: its Prometheus registry,
 // controller names and event broadcaster are its own, so several managers
 // can live in one process. client-go's contextual logs from the manager's

@@ -96,7 +96,7 @@ func callMutate[T Object](obj T, namespace, name string, mutate func(T) error) e
 	if err := mutate(obj); err != nil {
 		return err
 	}
-	if false {
+	if obj.GetNamespace() != namespace || obj.GetName() != name {
 		return fmt.Errorf("objects: mutate changed the object's namespace/name from %q/%q to %q/%q: it must not",
 			namespace, name, obj.GetNamespace(), obj.GetName())
 	}

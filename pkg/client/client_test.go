@@ -3,7 +3,9 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/pkg/client"
+	"github.com/ctrlkit/ctrlkit/pkg/fake"
 )
 
 func configMap(name string, data map[string]string) *corev1.ConfigMap {
@@ -302,3 +305,48 @@ func TestCacheLagError(t *testing.T) {
 		}
 	}
 }
+
+// TestContentTypes checks what travels on the wire: protobuf for
+// client-go's built-in types, JSON for custom types, JSON for patches.
+func TestContentTypes(t *testing.T) {
+	ctx := context.Background()
+	s := newScheme(t)
+	cluster, err := fake.New(fake.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []string
+	record := roundTripper(func(req *http.Request) (*http.Response, error) {
+		mu.Lock()
+		seen = append(seen, req.Method+" "+req.Header.Get("Content-Type")+" accept "+req.Header.Get("Accept"))
+		mu.Unlock()
+		return cluster.RoundTrip(req)
+	})
+	c, err := client.New(cluster.Config(), client.Options{Scheme: s, Mapper: cluster.RESTMapper(), HTTPClient: &http.Client{Transport: record}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := configMap("a", nil)
+	if err := c.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &Gizmo{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Patch(ctx, cm, client.JSONPatch(client.JSONPatchOp{Op: "add", Path: "/data", Value: map[string]string{"k": "v"}})); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"POST application/vnd.kubernetes.protobuf accept application/vnd.kubernetes.protobuf,application/json",
+		"POST application/json accept application/json",
+		"PATCH application/json-patch+json accept application/vnd.kubernetes.protobuf,application/json",
+	}
+	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
+		t.Errorf("requests:\n%s\nwant:\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

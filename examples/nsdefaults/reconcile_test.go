@@ -2,6 +2,7 @@ package main
 
 import (
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -86,18 +87,6 @@ func drain(events *record.FakeRecorder) []string {
 	}
 }
 
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // namespace is testNS with labels.
 func namespace(labels map[string]string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS, UID: "5e7e5e7e-0000-4000-8000-000000000001", Labels: labels}}
@@ -140,11 +129,11 @@ func TestReconcileCreates(t *testing.T) {
 	ns := namespace(served)
 	r, cluster, events := newReconciler(t, ns)
 	reconcileNS(t, r)
-	if got, want := writesOf(cluster), []string{"create configmaps team-a/defaults"}; !equalStrings(got, want) {
+	if got, want := writesOf(cluster), []string{"create configmaps team-a/defaults"}; !slices.Equal(got, want) {
 		t.Errorf("writes %q, want %q", got, want)
 	}
 	checkDefaults(t, cluster, ns)
-	if got, want := drain(events), []string{"Normal Created created ConfigMap defaults"}; !equalStrings(got, want) {
+	if got, want := drain(events), []string{"Normal Created created ConfigMap defaults"}; !slices.Equal(got, want) {
 		t.Errorf("events %q, want %q", got, want)
 	}
 
@@ -166,14 +155,14 @@ func TestReconcileRepairs(t *testing.T) {
 		t.Fatal(err)
 	}
 	reconcileNS(t, r)
-	if got, want := writesOf(cluster), []string{"update configmaps team-a/defaults"}; !equalStrings(got, want) {
+	if got, want := writesOf(cluster), []string{"update configmaps team-a/defaults"}; !slices.Equal(got, want) {
 		t.Errorf("writes %q, want %q", got, want)
 	}
 	cm := checkDefaults(t, cluster, ns)
 	if cm.UID != before.UID || cm.Labels["kept"] != "yes" {
 		t.Errorf("ConfigMap uid %s labels %v, want the same object (uid %s) with its labels kept", cm.UID, cm.Labels, before.UID)
 	}
-	if got, want := drain(events), []string{"Normal Repaired restored ConfigMap defaults"}; !equalStrings(got, want) {
+	if got, want := drain(events), []string{"Normal Repaired restored ConfigMap defaults"}; !slices.Equal(got, want) {
 		t.Errorf("events %q, want %q", got, want)
 	}
 }

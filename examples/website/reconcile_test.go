@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -140,18 +141,6 @@ func reasons(events []string) []string {
 	return out
 }
 
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func newWebsite() *v1alpha1.Website {
 	return &v1alpha1.Website{
 		ObjectMeta: metav1.ObjectMeta{Namespace: siteKey.Namespace, Name: siteKey.Name},
@@ -211,7 +200,7 @@ func TestReconcileWebsiteLifecycle(t *testing.T) {
 	}
 	got, ws := h.takeWrites()
 	want := []string{"patch websites", "apply deployments", "apply services", "apply configmaps", "apply websites/status"}
-	if !equalStrings(got, want) {
+	if !slices.Equal(got, want) {
 		t.Fatalf("writes %q, want %q", got, want)
 	}
 	if p := ws[0]; p.PatchType != types.MergePatchType || !strings.Contains(string(p.Body), `"resourceVersion"`) {
@@ -272,7 +261,7 @@ func TestReconcileWebsiteLifecycle(t *testing.T) {
 	}
 
 	events := h.takeEvents()
-	if got, want := reasons(events), []string{"Normal Created", "Normal Created", "Normal Created", "Normal RollingOut"}; !equalStrings(got, want) {
+	if got, want := reasons(events), []string{"Normal Created", "Normal Created", "Normal Created", "Normal RollingOut"}; !slices.Equal(got, want) {
 		t.Errorf("events %q, want reasons %q", events, want)
 	} else {
 		for i, child := range []string{"Deployment default/shop", "Service default/shop", "route ConfigMap " + routeKey.String()} {
@@ -289,7 +278,7 @@ func TestReconcileWebsiteLifecycle(t *testing.T) {
 		t.Fatalf("second Reconcile: %v", err)
 	}
 	got, _ = h.takeWrites()
-	if want := []string{"apply deployments", "apply services", "apply configmaps"}; !equalStrings(got, want) {
+	if want := []string{"apply deployments", "apply services", "apply configmaps"}; !slices.Equal(got, want) {
 		t.Errorf("writes of a second Reconcile %q, want %q (no status write)", got, want)
 	}
 	if s = h.getWebsite(t); s.ResourceVersion != rv {
@@ -314,7 +303,7 @@ func TestReconcileWebsiteLifecycle(t *testing.T) {
 		t.Fatalf("Reconcile after the rollout: %v", err)
 	}
 	got, _ = h.takeWrites()
-	if want := []string{"apply deployments", "apply services", "apply configmaps", "apply websites/status"}; !equalStrings(got, want) {
+	if want := []string{"apply deployments", "apply services", "apply configmaps", "apply websites/status"}; !slices.Equal(got, want) {
 		t.Errorf("writes %q, want %q", got, want)
 	}
 	s = h.getWebsite(t)
@@ -322,7 +311,7 @@ func TestReconcileWebsiteLifecycle(t *testing.T) {
 	if p := objects.FindCondition(s.Status.Conditions, v1alpha1.ConditionProgressing); p == nil || p.Reason != "RolloutComplete" {
 		t.Errorf("Progressing condition %+v, want reason RolloutComplete", p)
 	}
-	if events := h.takeEvents(); !equalStrings(reasons(events), []string{"Normal Available"}) {
+	if events := h.takeEvents(); !slices.Equal(reasons(events), []string{"Normal Available"}) {
 		t.Errorf("events %q, want one Available", events)
 	}
 
@@ -346,7 +335,7 @@ func TestReconcileWebsiteLifecycle(t *testing.T) {
 		t.Errorf("Deployment containers %+v, want nginx:1.28", c)
 	}
 	checkStatus(t, h.getWebsite(t), metav1.ConditionFalse, "RollingOut", 2)
-	if events := h.takeEvents(); !equalStrings(reasons(events), []string{"Normal Updated", "Normal RollingOut"}) || !strings.HasSuffix(events[0], " Deployment default/shop") {
+	if events := h.takeEvents(); !slices.Equal(reasons(events), []string{"Normal Updated", "Normal RollingOut"}) || !strings.HasSuffix(events[0], " Deployment default/shop") {
 		t.Errorf("events %q, want Updated for the Deployment, then RollingOut", events)
 	}
 }
@@ -378,7 +367,7 @@ func TestReconcileNotOwned(t *testing.T) {
 	if !reconcile.IsTerminal(err) || !errors.Is(err, objects.ErrAlreadyControlled) {
 		t.Errorf("Reconcile = %v, want a terminal ErrAlreadyControlled", err)
 	}
-	if got, _ := h.takeWrites(); !equalStrings(got, []string{"patch websites"}) {
+	if got, _ := h.takeWrites(); !slices.Equal(got, []string{"patch websites"}) {
 		t.Errorf("writes %q, want only the finalizer's patch", got)
 	}
 	after := &appsv1.Deployment{}
@@ -392,7 +381,7 @@ func TestReconcileNotOwned(t *testing.T) {
 		t.Errorf("route: %v, want none published", err)
 	}
 	events := h.takeEvents()
-	if !equalStrings(reasons(events), []string{"Warning NotOwned"}) || !strings.Contains(events[0], `ReplicaSet "other"`) {
+	if !slices.Equal(reasons(events), []string{"Warning NotOwned"}) || !strings.Contains(events[0], `ReplicaSet "other"`) {
 		t.Errorf("events %q, want a NotOwned warning naming the ReplicaSet", events)
 	}
 }
@@ -445,7 +434,7 @@ func TestReconcileFinalize(t *testing.T) {
 				t.Fatalf("Reconcile: %v", err)
 			}
 			got, ws := h.takeWrites()
-			if !equalStrings(got, tc.wantWrites) {
+			if !slices.Equal(got, tc.wantWrites) {
 				t.Errorf("writes %q, want %q", got, tc.wantWrites)
 			} else if len(ws) > 0 && (ws[0].Namespace != RoutesNamespace || ws[0].Name != routeKey.Name) {
 				t.Errorf("deleted %s/%s, want the route %s", ws[0].Namespace, ws[0].Name, routeKey)
@@ -463,10 +452,10 @@ func TestReconcileFinalize(t *testing.T) {
 				t.Errorf("Website: %v, finalizers %v; want it gone", err, s.Finalizers)
 			case tc.wantFinalizers != nil && err != nil:
 				t.Errorf("Website: %v, want it kept with finalizers %v", err, tc.wantFinalizers)
-			case tc.wantFinalizers != nil && !equalStrings(s.Finalizers, tc.wantFinalizers):
+			case tc.wantFinalizers != nil && !slices.Equal(s.Finalizers, tc.wantFinalizers):
 				t.Errorf("finalizers %v, want %v", s.Finalizers, tc.wantFinalizers)
 			}
-			if events := h.takeEvents(); !equalStrings(reasons(events), tc.wantEvents) {
+			if events := h.takeEvents(); !slices.Equal(reasons(events), tc.wantEvents) {
 				t.Errorf("events %q, want %q", events, tc.wantEvents)
 			}
 		})

@@ -37,24 +37,40 @@ const (
 // object patched: take a DeepCopy of the object, change the copy, and
 // Patch it with MergeFrom(original, NoLock). Lists are replaced whole.
 func MergeFrom(original Object, lock Lock) Patch {
-	return mergeFrom{original: original, lock: lock}
+	return fromOriginal{pt: types.MergePatchType, original: original, lock: lock}
 }
 
-type mergeFrom struct {
+// StrategicMergeFrom returns a strategic merge patch from original to the
+// object patched, for client-go's built-in types only: lists such as a
+// pod's containers are merged by key, not replaced. lock works as for
+// MergeFrom.
+func StrategicMergeFrom(original Object, lock Lock) Patch {
+	return fromOriginal{pt: types.StrategicMergePatchType, original: original, lock: lock}
+}
+
+// fromOriginal is a two-way patch of type pt from original to the object
+// patched.
+type fromOriginal struct {
+	pt       types.PatchType
 	original Object
 	lock     Lock
 }
 
-func (p mergeFrom) Type() types.PatchType { return types.MergePatchType }
+func (p fromOriginal) Type() types.PatchType { return p.pt }
 
-func (p mergeFrom) Data(obj Object) ([]byte, error) {
+func (p fromOriginal) Data(obj Object) ([]byte, error) {
 	orig, mod, err := marshalPair(p.original, obj, p.lock)
 	if err != nil {
 		return nil, err
 	}
-	data, err := createMergePatch(orig, mod)
+	var data []byte
+	if p.pt == types.StrategicMergePatchType {
+		data, err = strategicpatch.CreateTwoWayMergePatch(orig, mod, obj)
+	} else {
+		data, err = createMergePatch(orig, mod)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("client: computing the merge patch of %T %s: %w", obj, keyOf(obj), err)
+		return nil, fmt.Errorf("client: computing the %s patch of %T %s: %w", p.pt, obj, keyOf(obj), err)
 	}
 	return data, nil
 }
@@ -94,33 +110,6 @@ func mergeDiff(orig, mod map[string]any) map[string]any {
 		}
 	}
 	return patch
-}
-
-// StrategicMergeFrom returns a strategic merge patch from original to the
-// object patched, for client-go's built-in types only: lists such as a
-// pod's containers are merged by key, not replaced. lock works as for
-// MergeFrom.
-func StrategicMergeFrom(original Object, lock Lock) Patch {
-	return strategicMergeFrom{original: original, lock: lock}
-}
-
-type strategicMergeFrom struct {
-	original Object
-	lock     Lock
-}
-
-func (p strategicMergeFrom) Type() types.PatchType { return types.StrategicMergePatchType }
-
-func (p strategicMergeFrom) Data(obj Object) ([]byte, error) {
-	orig, mod, err := marshalPair(p.original, obj, p.lock)
-	if err != nil {
-		return nil, err
-	}
-	data, err := strategicpatch.CreateTwoWayMergePatch(orig, mod, obj)
-	if err != nil {
-		return nil, fmt.Errorf("client: computing the strategic merge patch of %T %s: %w", obj, keyOf(obj), err)
-	}
-	return data, nil
 }
 
 // marshalPair encodes original and modified for a two-way patch; with

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
@@ -203,9 +204,18 @@ func (s *shared) targetForKind(gvk schema.GroupVersionKind, proto bool) (target,
 // builtin reports whether gvk is a built-in kind whose Go type is
 // client-go's, which can travel as protobuf.
 func builtin(gvk schema.GroupVersionKind, rt reflect.Type) bool {
-	t, ok := kubescheme.Scheme.AllKnownTypes()[gvk]
+	t, ok := clientGoTypes()[gvk]
 	return ok && reflect.PointerTo(t) == rt
 }
+
+// clientGoTypes are client-go's own types, from a scheme of their own:
+// programs add custom types to client-go's global scheme too (as
+// sample-controller does), and those have no protobuf encoding.
+var clientGoTypes = sync.OnceValue(func() map[schema.GroupVersionKind]reflect.Type {
+	s := runtime.NewScheme()
+	utilruntime.Must(kubescheme.AddToScheme(s))
+	return s.AllKnownTypes()
+})
 
 // restFor returns the REST client of one group version, built once.
 func (s *shared) restFor(gv schema.GroupVersion, proto bool) (rest.Interface, error) {

@@ -10,6 +10,30 @@
 // declared: asking for an undeclared type after Start is an error that names
 // the declaration to add, never a silent cluster-wide watch.
 //
+// Custom Go types are listed and watched as JSON decoded straight into
+// their Go type when Clients.Config is set (a manager sets it). An object
+// that does not decode into its Go type (a CRD schema that drifted from the
+// struct) is left out of the cache, logged through the logger of Start's
+// ctx and counted in ctrlkit_cache_decode_errors_total{informer}
+// (Cache.Collector); the other objects of its list are cached.
+// An object that stops decoding is removed, as if deleted, when client-go's
+// reflector relists after the watch event it could not decode; it returns
+// with its next change that decodes.
+//
+// Indexes: AddIndex declares a named index on an informer, computed by a
+// typed IndexFunc; Lister.ByIndex returns the cached objects filed under a
+// key, and Lister.ByIndexInNamespace those of one namespace, through a
+// companion index keyed by namespace/key (a lookup, not a filter).
+// IndexByControllerOwner and ControllerKey find the objects an owner
+// controls, under the conventional name ControllerIndex. An index may be
+// declared before or after Start: after, AddIndex files the objects already
+// cached before it returns, holding the cache's write lock, so that
+// informer's events and reads wait for it and none sees the index half
+// built. Each name is declared once per informer (ErrIndexExists); reading
+// an undeclared index is an error naming it. Index functions run under that
+// lock: they must be fast, depend on the object alone, and never read the
+// cache. The objects returned belong to the cache: DeepCopy before mutating.
+//
 // Objects in the cache are shared: never mutate an object from a Lister,
 // DeepCopy it first. Unless Options.KeepManagedFields is set, managedFields
 // are stripped before objects enter the cache.
@@ -33,10 +57,11 @@
 // handles an event newer than the write, or until the caller's deadline. A resourceVersion that is not a
 // positive decimal integer cannot be compared and is not awaited.
 //
-// Goroutines: Start runs each informer's reflector and processor goroutines
-// (client-go's), including one listener pair for the handler each informer
+// Goroutines: Start runs each informer's reflector and processor
+// goroutines (client-go's), including one listener pair for the handler each informer
 // gets at declaration to track writes for AwaitWrite; they stop when
 // Start's ctx is done, and Wait blocks until they have. Event handlers run
 // on the informers' goroutines and must not block. AwaitWrite starts no
-// goroutine: it blocks its caller.
+// goroutine: it blocks its caller. Nor does AddIndex; after Start it blocks
+// its caller while it files the cached objects.
 package informer

@@ -3,6 +3,7 @@ package informer
 import (
 	"fmt"
 	"reflect"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
@@ -31,9 +33,11 @@ func (i *Informer[T]) GroupVersionResource() schema.GroupVersionResource { retur
 // For declares, or returns the already declared, informer for the Go type T,
 // a pointer to an API type registered in the Cache's scheme: a built-in
 // type such as *corev1.ConfigMap (served by the SharedInformerFactory) or a
-// custom type such as *v1alpha1.Website (listed through the dynamic client
-// and converted to T once, before it enters the cache; no generated
-// clientset needed).
+// custom type such as *v1alpha1.Website (listed and watched as JSON decoded
+// straight into T, through a REST client built from Clients.Config, or
+// through the dynamic client and converted to T when Config is nil; no
+// generated clientset needed). With Config, the custom type's List type,
+// named after its kind (WebsiteList), must be in the scheme too.
 //
 // Before the Cache starts, For consults the API server's discovery and fails
 // if the server does not serve the type. After Start it only returns
@@ -51,8 +55,10 @@ func For[T runtime.Object](c *Cache) (*Informer[T], error) {
 	}
 	gvk := gvks[0]
 	mapping, err := c.clients.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
+	if meta.IsNoMatchError(err) {
 		return nil, fmt.Errorf("informer: For[%v]: the API server does not serve %s (is its CRD installed?): %w", rt, gvk, err)
+	} else if err != nil {
+		return nil, fmt.Errorf("informer: For[%v]: could not read the API server's discovery to find the resource of %s: %w", rt, gvk, err)
 	}
 	gvr := mapping.Resource
 	name := fmt.Sprintf("%s (%v)", gvrString(gvr), rt)
@@ -76,9 +82,16 @@ func For[T runtime.Object](c *Cache) (*Informer[T], error) {
 			}
 			return built{inf: gi.Informer(), scope: newScope(ns, tweak)}, nil
 		}
-		inf := dynamicinformer.NewFilteredDynamicInformer(c.clients.Dynamic, gvr, ns, c.resyncFor(rt),
-			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer()
-		return built{inf: inf, scope: newScope(ns, tweak), owned: true, convert: toTyped(rt)}, nil
+		if c.clients.Config == nil {
+			inf := dynamicinformer.NewFilteredDynamicInformer(c.clients.Dynamic, gvr, ns, c.resyncFor(rt),
+				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer()
+			return built{inf: inf, scope: newScope(ns, tweak), owned: true, convert: toTyped(rt)}, nil
+		}
+		inf, err := c.typedInformer(rt, gvk, gvr, ns, tweak, name)
+		if err != nil {
+			return built{}, fmt.Errorf("informer: For[%v]: %w", rt, err)
+		}
+		return built{inf: inf, scope: newScope(ns, tweak), owned: true, convert: withKind(gvk)}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -88,23 +101,37 @@ func For[T runtime.Object](c *Cache) (*Informer[T], error) {
 
 // ForResource declares, or returns the already declared, informer for any
 // resource as unstructured objects, through the dynamic client. The same
-// declaration rules as For apply.
+// declaration rules as For apply, and so do the entries of Options.ByType
+// and Options.ResyncByType whose Go type the Cache's scheme maps to the
+// resource's kind: the unstructured informer of a resource is narrowed and
+// resynced like its typed one.
 func ForResource(c *Cache, gvr schema.GroupVersionResource) (*Informer[*unstructured.Unstructured], error) {
-	if _, err := c.clients.Mapper.KindFor(gvr); err != nil {
+	gvk, err := c.clients.Mapper.KindFor(gvr)
+	if meta.IsNoMatchError(err) {
 		return nil, fmt.Errorf("informer: ForResource(%s): the API server does not serve it (is its CRD installed?): %w", gvrString(gvr), err)
+	} else if err != nil {
+		return nil, fmt.Errorf("informer: ForResource(%s): could not read the API server's discovery to find it: %w", gvrString(gvr), err)
 	}
 	name := fmt.Sprintf("%s (unstructured)", gvrString(gvr))
 	decl := fmt.Sprintf("informer.ForResource(%q)", gvrString(gvr))
 	e, err := c.declare(entryKey{gvr: gvr, untyped: true}, name, decl, func() (built, error) {
-		ns := c.opts.Namespace
-		if scoped, err := isNamespaced(c.clients.Mapper, gvr); err != nil {
-			return built{}, err
-		} else if !scoped {
-			ns = ""
+		mapping, err := c.clients.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return built{}, fmt.Errorf("informer: ForResource(%s): %w", gvrString(gvr), err)
 		}
-		inf := dynamicinformer.NewFilteredDynamicInformer(c.clients.Dynamic, gvr, ns, c.opts.Resync,
-			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, c.opts.TweakListOptions).Informer()
-		return built{inf: inf, scope: newScope(ns, c.opts.TweakListOptions), owned: true}, nil
+		// The Go type of the kind, if the scheme has one: ByType and
+		// ResyncByType are keyed by it. Nil leaves the Cache's defaults.
+		var rt reflect.Type
+		if t, ok := c.scheme.AllKnownTypes()[gvk]; ok {
+			rt = reflect.PointerTo(t)
+		}
+		ns, tweak, err := c.scopeFor(rt, mapping.Scope.Name() != meta.RESTScopeNameRoot)
+		if err != nil {
+			return built{}, fmt.Errorf("informer: ForResource(%s): %w", gvrString(gvr), err)
+		}
+		inf := dynamicinformer.NewFilteredDynamicInformer(c.clients.Dynamic, gvr, ns, c.resyncFor(rt),
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer()
+		return built{inf: inf, scope: newScope(ns, tweak), owned: true}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -112,24 +139,28 @@ func ForResource(c *Cache, gvr schema.GroupVersionResource) (*Informer[*unstruct
 	return &Informer[*unstructured.Unstructured]{entry: e, lister: Lister[*unstructured.Unstructured]{indexer: e.inf.GetIndexer(), gr: gvr.GroupResource()}}, nil
 }
 
-// builtin reports whether client-go's typed informers serve gvk with Go
-// type rt, so the shared factory can be used.
+// builtin reports whether gvk with Go type rt is one of client-go's own
+// types, which the SharedInformerFactory serves: every one that can be
+// listed and watched has a generated informer, and for the others (reviews,
+// subresources) the factory's error at declaration beats a dynamic informer
+// that never syncs. A custom type registered into kubescheme.Scheme, as
+// sample-controller does, is not built in: the factory has no informer
+// for it.
 func builtin(gvk schema.GroupVersionKind, rt reflect.Type) bool {
-	t, ok := kubescheme.Scheme.AllKnownTypes()[gvk]
+	t, ok := clientGoTypes()[gvk]
 	return ok && reflect.PointerTo(t) == rt
 }
 
-func isNamespaced(m meta.RESTMapper, gvr schema.GroupVersionResource) (bool, error) {
-	gvk, err := m.KindFor(gvr)
-	if err != nil {
-		return false, err
-	}
-	mapping, err := m.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return false, err
-	}
-	return mapping.Scope.Name() == meta.RESTScopeNameNamespace, nil
-}
+// clientGoTypes are the Go types of client-go's generated clientset by
+// kind, read from a scheme of our own that only client-go's AddToScheme
+// fills, never from kubescheme.Scheme, which programs extend.
+var clientGoTypes = sync.OnceValue(func() map[schema.GroupVersionKind]reflect.Type {
+	s := runtime.NewScheme()
+	// client-go's init registered the same types into kubescheme.Scheme
+	// the same way: if it could fail, the program would not have started.
+	utilruntime.Must(kubescheme.AddToScheme(s))
+	return s.AllKnownTypes()
+})
 
 // toTyped converts unstructured objects from the dynamic client into new
 // values of the pointer type rt.

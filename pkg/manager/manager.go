@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -85,7 +86,11 @@ type Manager struct {
 // New validates opts and builds the clients, the cache and the metrics of a
 // Manager that talks to the cluster at cfg. It does not contact the API
 // server. When cfg leaves QPS and Burst at zero they are raised from
-// client-go's 5/10 to 20/30, as controllers need. With
+// client-go's 5/10 to 20/30, as controllers need. The clientset (the
+// informers of built-in types, events, Kubernetes) sends and accepts
+// protobuf unless cfg sets a ContentType, which it then keeps: set
+// cfg.ContentType to runtime.ContentTypeJSON for JSON. Custom types are
+// always JSON, decoded straight into their Go types. With
 // Options.LeaderElection, the Lease gets a client of its own, built from a
 // copy of cfg by leader.NewForConfig, so the workload cannot starve it.
 func New(cfg *rest.Config, opts Options) (*Manager, error) {
@@ -111,7 +116,16 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if cfg.RateLimiter == nil && cfg.QPS > 0 {
 		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, max(cfg.Burst, 1))
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	// Every request of the clientset in protobuf, as kube-controller-manager
+	// does: client-go's generated clients already prefer it for their own
+	// methods when ContentType is empty, but not the hand-written ones
+	// (events, evictions, bindings). A cfg that names a ContentType keeps it.
+	kubeCfg := rest.CopyConfig(cfg)
+	if kubeCfg.ContentType == "" {
+		kubeCfg.ContentType = runtime.ContentTypeProtobuf
+		kubeCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	}
+	kube, err := kubernetes.NewForConfig(kubeCfg)
 	if err != nil {
 		return nil, fmt.Errorf("manager: building clientset: %w", err)
 	}
@@ -122,7 +136,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
 	// The Lease gets a client of its own, so the workload cannot starve it.
 	newElector := func(o leader.Options) (*leader.Elector, error) { return leader.NewForConfig(leaseCfg, o) }
-	m, err := newWithClients(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: mapper}, opts, newElector)
+	m, err := newWithClients(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: mapper, Config: cfg}, opts, newElector)
 	if err != nil {
 		return nil, err
 	}
@@ -174,6 +188,9 @@ func newWithClients(c informer.Clients, opts Options, newElector func(leader.Opt
 	}
 	if m.rMetrics, err = reconcile.NewMetrics(m.registry); err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
+	}
+	if err := m.registry.Register(cache.Collector()); err != nil {
+		return nil, fmt.Errorf("manager: registering ctrlkit_cache_* metrics: %w", err)
 	}
 	if opts.LeaderElection != nil {
 		le := *opts.LeaderElection

@@ -1,0 +1,253 @@
+package informer
+
+import (
+	"context"
+	stdjson "encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"sync"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/klog/v2"
+)
+
+// Custom types are listed and watched as JSON through a REST client of
+// their group version and decoded straight into their Go type and its List
+// type, as a generated clientset would: no unstructured maps in between.
+//
+// Why lists are decoded again item by item when they fail: with typed
+// decoding, one object that does not fit the Go type fails the decode of
+// the whole list; client-go's reflector would then relist forever (backing
+// off up to 30s, logging "Failed to watch" through HandleError) and the
+// informer would never sync, or never update again after a relist. A watch
+// event that does not decode makes client-go's StreamWatcher send an Error
+// event (500, "unable to decode an event from the watch stream"), the
+// reflector logs "watch ended with error" and lists again, first as a
+// watch-list, which meets the same object among its initial events and
+// falls back to a plain list: so every undecodable object ends up in
+// ListWithContextFunc's fallback, which leaves it out and counts it.
+
+// typedClients are what custom-type informers list and watch through: one
+// REST client per group version over one HTTP client, and the decode
+// error counts. The zero value is ready; restFor is called from declare's
+// mk, under Cache.mu.
+type typedClients struct {
+	http   *http.Client
+	cfg    *rest.Config
+	codecs serializer.CodecFactory
+	rests  map[schema.GroupVersion]rest.Interface
+
+	errs decodeErrors
+}
+
+// restFor returns the REST client of gv, built from c.clients.Config, that
+// sends and accepts JSON and decodes it into the Go types of c's scheme
+// without conversion. Called under c.mu.
+func (c *Cache) restFor(gv schema.GroupVersion) (rest.Interface, error) {
+	t := &c.typed
+	if t.http == nil {
+		cfg := rest.CopyConfig(c.clients.Config)
+		if cfg.RateLimiter == nil && cfg.QPS > 0 {
+			// One budget for every group version, as one clientset has.
+			cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, max(cfg.Burst, 1))
+		}
+		hc, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("building the HTTP client from Clients.Config: %w", err)
+		}
+		t.http, t.cfg = hc, cfg
+		t.codecs = serializer.NewCodecFactory(c.scheme)
+		t.rests = make(map[schema.GroupVersion]rest.Interface)
+	}
+	if rc, ok := t.rests[gv]; ok {
+		return rc, nil
+	}
+	cfg := rest.CopyConfig(t.cfg)
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	if gv.Group == "" {
+		cfg.APIPath = "/api"
+	}
+	cfg.NegotiatedSerializer = serializer.WithoutConversionCodecFactory{CodecFactory: t.codecs}
+	cfg.ContentType = runtime.ContentTypeJSON
+	cfg.AcceptContentTypes = runtime.ContentTypeJSON
+	rc, err := rest.RESTClientForConfigAndClient(cfg, t.http)
+	if err != nil {
+		return nil, fmt.Errorf("building the REST client of %s: %w", gv, err)
+	}
+	t.rests[gv] = rc
+	return rc, nil
+}
+
+// typedInformer returns an informer, not started, of the custom Go type
+// rt (kind gvk, resource gvr) in namespace ns, its list options edited by
+// tweak, that decodes JSON straight into rt. The informer is named name
+// in logs and metrics. Called under c.mu.
+func (c *Cache) typedInformer(rt reflect.Type, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource,
+	ns string, tweak func(*metav1.ListOptions), name string) (cache.SharedIndexInformer, error) {
+	newList, err := listTypeOf(c.scheme, rt, gvk)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := c.restFor(gvk.GroupVersion())
+	if err != nil {
+		return nil, err
+	}
+	decoder := c.typed.codecs.UniversalDeserializer()
+	failures := c.typed.errs.counter(name)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			if tweak != nil {
+				tweak(&opts)
+			}
+			list := newList()
+			res := rc.Get().Namespace(ns).Resource(gvr.Resource).
+				VersionedParams(&opts, metav1.ParameterCodec).Do(ctx)
+			err := res.Into(list)
+			switch {
+			case err == nil:
+				return list, nil
+			case res.Error() != nil: // the request failed, not the decode
+				return nil, err
+			}
+			body, _ := res.Raw()
+			list = newList()
+			bad, derr := decodeEach(decoder, body, list, rt)
+			if derr != nil {
+				return nil, fmt.Errorf("decoding the list of %s: %w (item by item: %w)", gvrString(gvr), err, derr)
+			}
+			log := klog.FromContext(ctx)
+			for _, b := range bad {
+				failures.Add(1)
+				log.Error(b.err, "Leaving out of the cache an object that does not decode into its Go type",
+					"informer", name, "namespace", b.namespace, "name", b.name)
+			}
+			return list, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.Watch = true
+			if tweak != nil {
+				tweak(&opts)
+			}
+			return rc.Get().Namespace(ns).Resource(gvr.Resource).
+				VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
+		},
+	}
+	return cache.NewSharedIndexInformerWithOptions(lw, reflect.New(rt.Elem()).Interface().(runtime.Object),
+		cache.SharedIndexInformerOptions{
+			ResyncPeriod:      c.resyncFor(rt),
+			Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+			ObjectDescription: gvr.String(),
+		}), nil
+}
+
+// listTypeOf returns a constructor of the List type of kind gvk, whose
+// items are of Go type rt: the kind gvk.Kind+"List" in scheme, as
+// controller-gen and client-go's code generators name it.
+func listTypeOf(scheme *runtime.Scheme, rt reflect.Type, gvk schema.GroupVersionKind) (func() runtime.Object, error) {
+	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+	fix := fmt.Sprintf("register %[1]sList next to %[1]s, e.g. scheme.AddKnownTypes(%[2]s, &%[3]s{}, &%[3]sList{}) (controller-gen's AddToScheme does)",
+		gvk.Kind, gvk.GroupVersion(), rt.Elem().Name())
+	obj, err := scheme.New(listGVK)
+	if err != nil {
+		return nil, fmt.Errorf("the list kind %s is not in the scheme: %s", listGVK, fix)
+	}
+	lt := reflect.TypeOf(obj)
+	items, ok := lt.Elem().FieldByName("Items")
+	if !meta.IsListType(obj) || !ok || items.Type.Kind() != reflect.Slice || items.Type.Elem() != rt.Elem() {
+		return nil, fmt.Errorf("the list kind %s is %v, which has no field Items []%v: %s", listGVK, lt, rt.Elem(), fix)
+	}
+	return func() runtime.Object { return reflect.New(lt.Elem()).Interface().(runtime.Object) }, nil
+}
+
+// undecodable is an item of a list that did not decode.
+type undecodable struct {
+	namespace, name string
+	err             error
+}
+
+// decodeEach decodes body, a JSON list of objects of Go type rt, into list
+// item by item, leaving out and returning the items that do not decode. It
+// fails only if body is not a JSON list.
+func decodeEach(decoder runtime.Decoder, body []byte, list runtime.Object, rt reflect.Type) ([]undecodable, error) {
+	var raw struct {
+		Metadata metav1.ListMeta      `json:"metadata"`
+		Items    []stdjson.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, err
+	}
+	lm, err := meta.ListAccessor(list)
+	if err != nil {
+		return nil, err
+	}
+	lm.SetResourceVersion(raw.Metadata.ResourceVersion)
+	lm.SetContinue(raw.Metadata.Continue)
+	lm.SetRemainingItemCount(raw.Metadata.RemainingItemCount)
+	var bad []undecodable
+	items := make([]runtime.Object, 0, len(raw.Items))
+	for _, item := range raw.Items {
+		obj := reflect.New(rt.Elem()).Interface().(runtime.Object)
+		if _, _, err := decoder.Decode(item, nil, obj); err != nil {
+			var m struct {
+				Metadata struct {
+					Namespace string `json:"namespace"`
+					Name      string `json:"name"`
+				} `json:"metadata"`
+			}
+			_ = json.Unmarshal(item, &m) // for the log only: best effort
+			bad = append(bad, undecodable{namespace: m.Metadata.Namespace, name: m.Metadata.Name, err: err})
+			continue
+		}
+		items = append(items, obj)
+	}
+	if err := meta.SetList(list, items); err != nil {
+		return nil, err
+	}
+	return bad, nil
+}
+
+// decodeErrors counts, per informer name, the objects its lists left out
+// because they did not decode. Safe for concurrent use.
+type decodeErrors struct {
+	mu     sync.Mutex
+	counts map[string]*atomic.Uint64
+}
+
+// counter returns the count of informer name, created at 0.
+func (d *decodeErrors) counter(name string) *atomic.Uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.counts == nil {
+		d.counts = make(map[string]*atomic.Uint64)
+	}
+	n, ok := d.counts[name]
+	if !ok {
+		n = new(atomic.Uint64)
+		d.counts[name] = n
+	}
+	return n
+}
+
+// withKind returns a transform that sets the apiVersion and kind of
+// decoded objects to gvk: the decoder clears them from watch events, and
+// the dynamic path always set them.
+func withKind(gvk schema.GroupVersionKind) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		if o, ok := obj.(runtime.Object); ok {
+			o.GetObjectKind().SetGroupVersionKind(gvk)
+		}
+		return obj, nil
+	}
+}

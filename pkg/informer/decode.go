@@ -106,6 +106,7 @@ func (c *Cache) typedInformer(rt reflect.Type, gvk schema.GroupVersionKind, gvr 
 	}
 	decoder := c.typed.codecs.UniversalDeserializer()
 	failures := c.typed.errs.counter(name)
+	var inf cache.SharedIndexInformer // set below, before anything lists
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			if tweak != nil {
@@ -128,10 +129,28 @@ func (c *Cache) typedInformer(rt reflect.Type, gvk schema.GroupVersionKind, gvr 
 				return nil, fmt.Errorf("decoding the list of %s: %w (item by item: %w)", gvrString(gvr), err, derr)
 			}
 			log := klog.FromContext(ctx)
+			var kept []runtime.Object
 			for _, b := range bad {
 				failures.Add(1)
+				// A relist must not make an object that stopped decoding
+				// look deleted: the cache keeps the last version that did.
+				if old := lastGood(inf, b); old != nil {
+					kept = append(kept, old)
+					log.Error(b.err, "Keeping in the cache the last version that decoded of an object that no longer decodes into its Go type",
+						"informer", name, "namespace", b.namespace, "name", b.name, "resourceVersion", old.(metav1.Object).GetResourceVersion())
+					continue
+				}
 				log.Error(b.err, "Leaving out of the cache an object that does not decode into its Go type",
 					"informer", name, "namespace", b.namespace, "name", b.name)
+			}
+			if len(kept) > 0 {
+				items, err := meta.ExtractList(list)
+				if err != nil {
+					return nil, err
+				}
+				if err := meta.SetList(list, append(items, kept...)); err != nil {
+					return nil, err
+				}
 			}
 			return list, nil
 		},
@@ -144,12 +163,31 @@ func (c *Cache) typedInformer(rt reflect.Type, gvk schema.GroupVersionKind, gvr 
 				VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
 		},
 	}
-	return cache.NewSharedIndexInformerWithOptions(lw, reflect.New(rt.Elem()).Interface().(runtime.Object),
+	inf = cache.NewSharedIndexInformerWithOptions(lw, reflect.New(rt.Elem()).Interface().(runtime.Object),
 		cache.SharedIndexInformerOptions{
 			ResyncPeriod:      c.resyncFor(rt),
 			Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 			ObjectDescription: gvr.String(),
-		}), nil
+		})
+	return inf, nil
+}
+
+// lastGood returns the object inf's store holds for b, or nil. inf is nil
+// only before the informer exists, when nothing lists.
+func lastGood(inf cache.SharedIndexInformer, b undecodable) runtime.Object {
+	if inf == nil || b.name == "" {
+		return nil
+	}
+	key := b.name
+	if b.namespace != "" {
+		key = b.namespace + "/" + b.name
+	}
+	obj, ok, err := inf.GetIndexer().GetByKey(key)
+	if err != nil || !ok {
+		return nil
+	}
+	o, _ := obj.(runtime.Object)
+	return o
 }
 
 // listTypeOf returns a constructor of the List type of kind gvk, whose

@@ -16,9 +16,11 @@
 // struct) is left out of the cache, logged through the logger of Start's
 // ctx and counted in ctrlkit_cache_decode_errors_total{informer}
 // (Cache.Collector); the other objects of its list are cached.
-// An object that stops decoding is removed, as if deleted, when client-go's
-// reflector relists after the watch event it could not decode; it returns
-// with its next change that decodes.
+// An object that stops decoding is not removed: when client-go's reflector
+// relists after the watch event it could not decode, the cache keeps the
+// last version of it that decoded (logged and counted too), so a
+// Reconciler never takes it for deleted; its next change that decodes
+// replaces it.
 //
 // Indexes: AddIndex declares a named index on an informer, computed by a
 // typed IndexFunc; Lister.ByIndex returns the cached objects filed under a

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
@@ -86,6 +87,9 @@ type Clients struct {
 	// 2-3 times the CPU and 3-6 times the bytes allocated per object
 	// (BenchmarkDecode in the bench module).
 	Config *rest.Config
+	// Metadata, when set, serves metadata-only informers (ForMetadata).
+	// Nil means one built from Config; ForMetadata fails if both are nil.
+	Metadata metadata.Interface
 }
 
 // Cache owns the informers of one manager. Its methods are safe for
@@ -284,6 +288,9 @@ func (c *Cache) declare(key entryKey, name, decl string, mk func() (built, error
 	defer c.mu.Unlock()
 	if e, ok := c.entries[key]; ok {
 		return e, nil
+	}
+	if err := c.conflict(key, decl); err != nil {
+		return nil, err
 	}
 	if c.started {
 		return nil, fmt.Errorf("informer: %s: %w: declare it with %s before the manager runs", name, ErrNotDeclared, decl)

@@ -22,6 +22,15 @@
 // Reconciler never takes it for deleted; its next change that decodes
 // replaces it.
 //
+// Metadata only: ForMetadata declares an informer of a kind's metadata
+// (metav1.PartialObjectMetadata, no spec, status or data), listed and
+// watched through client-go's metadata client, for controllers that only
+// map objects to their owners or read labels: a cluster-wide watch of
+// Secrets or Pods then caches a fraction of the bytes. It is scoped like
+// For, its objects carry the kind's apiVersion and kind, and it works with
+// indexes, AwaitWrite, Handler and OwnerKey. A resource has one informer:
+// declaring it both metadata-only and with For or ForResource is an error.
+//
 // Indexes: AddIndex declares a named index on an informer, computed by a
 // typed IndexFunc; Lister.ByIndex returns the cached objects filed under a
 // key, and Lister.ByIndexInNamespace those of one namespace, through a

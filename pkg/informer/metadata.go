@@ -1,0 +1,120 @@
+package informer
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+)
+
+// metadataType is the Go type of the objects a metadata-only informer
+// caches; it is the goType of their entryKey, whatever the T of ForMetadata.
+var metadataType = reflect.TypeFor[*metav1.PartialObjectMetadata]()
+
+// ForMetadata declares, or returns the already declared, metadata-only
+// informer of the Go type T's kind (T a pointer to an API type in the
+// Cache's scheme, e.g. *corev1.Secret): it lists and watches only the
+// objects' metadata (metav1.PartialObjectMetadata: name, namespace, labels,
+// annotations, ownerReferences, finalizers, uid, resourceVersion and the
+// other ObjectMeta fields, never spec, status or data), through client-go's
+// metadata client (Clients.Metadata, or one built from Clients.Config).
+// Watching Secrets or Pods cluster-wide only to map them to their owners
+// then costs a fraction of the memory of For.
+//
+// The informer is scoped as For[T] would be: Options.Namespace,
+// Options.ByType and Options.ResyncByType entries keyed by T's example
+// object, Options.TweakListOptions, managedFields stripped. Its objects
+// carry T's apiVersion and kind (v1, Secret), not the wire's
+// meta.k8s.io/v1 PartialObjectMetadata, so that handlers and MapFuncs can
+// tell what they are. It works with AddIndex (IndexByControllerOwner),
+// Cache.AwaitWrite (a Write of T's resource), Handler and OwnerKey as any
+// informer does.
+//
+// A resource has one informer: declaring T's kind with ForMetadata and
+// with For or ForResource is an error, whichever comes second, naming the
+// declaration that exists. The same declaration rules as For apply
+// otherwise: before Start it consults the API server's discovery, after
+// Start it only returns informers declared before (ErrNotDeclared).
+func ForMetadata[T runtime.Object](c *Cache) (*Informer[*metav1.PartialObjectMetadata], error) {
+	rt := reflect.TypeFor[T]()
+	if rt.Kind() != reflect.Pointer || rt.Elem().Kind() != reflect.Struct {
+		return nil, fmt.Errorf("informer: ForMetadata[%v]: T must be a pointer to an API struct, e.g. ForMetadata[*corev1.Secret]", rt)
+	}
+	if rt == metadataType {
+		return nil, fmt.Errorf("informer: ForMetadata[%v]: T names the kind to watch, e.g. ForMetadata[*corev1.Secret]", rt)
+	}
+	gvks, _, err := c.scheme.ObjectKinds(reflect.New(rt.Elem()).Interface().(runtime.Object))
+	if err != nil {
+		return nil, fmt.Errorf("informer: ForMetadata[%v]: type is not in the scheme: register it with its AddToScheme in informer.Options.Scheme: %w", rt, err)
+	}
+	gvk := gvks[0]
+	mapping, err := c.clients.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		return nil, fmt.Errorf("informer: ForMetadata[%v]: the API server does not serve %s (is its CRD installed?): %w", rt, gvk, err)
+	} else if err != nil {
+		return nil, fmt.Errorf("informer: ForMetadata[%v]: could not read the API server's discovery to find the resource of %s: %w", rt, gvk, err)
+	}
+	gvr := mapping.Resource
+	name := fmt.Sprintf("%s (metadata)", gvrString(gvr))
+	decl := fmt.Sprintf("informer.ForMetadata[%v]", rt)
+	e, err := c.declare(entryKey{gvr: gvr, goType: metadataType}, name, decl, func() (built, error) {
+		ns, tweak, err := c.scopeFor(rt, mapping.Scope.Name() != meta.RESTScopeNameRoot)
+		if err != nil {
+			return built{}, fmt.Errorf("informer: ForMetadata[%v]: %w", rt, err)
+		}
+		mc, err := c.metadataClient()
+		if err != nil {
+			return built{}, fmt.Errorf("informer: ForMetadata[%v]: %w", rt, err)
+		}
+		inf := metadatainformer.NewFilteredMetadataInformer(mc, gvr, ns, c.resyncFor(rt),
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer()
+		return built{inf: inf, scope: newScope(ns, tweak), owned: true, convert: withKind(gvk)}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Informer[*metav1.PartialObjectMetadata]{entry: e,
+		lister: Lister[*metav1.PartialObjectMetadata]{indexer: e.inf.GetIndexer(), gr: gvr.GroupResource()}}, nil
+}
+
+// metadataClient returns Clients.Metadata, building it from Clients.Config
+// the first time if it is nil. Called under c.mu. A client built from
+// Config has its own client-side rate limit (Config's QPS and Burst).
+func (c *Cache) metadataClient() (metadata.Interface, error) {
+	if c.clients.Metadata != nil {
+		return c.clients.Metadata, nil
+	}
+	if c.clients.Config == nil {
+		return nil, errors.New("Clients.Metadata and Clients.Config are nil: set one of them (a manager sets Config)")
+	}
+	mc, err := metadata.NewForConfig(c.clients.Config)
+	if err != nil {
+		return nil, fmt.Errorf("building the metadata client from Clients.Config: %w", err)
+	}
+	c.clients.Metadata = mc
+	return mc, nil
+}
+
+// conflict returns an error if key's resource is already declared with the
+// other kind of informer: full objects (For, ForResource) against metadata
+// only (ForMetadata). A resource has one informer, so that its objects are
+// cached once and every Lister of it agrees. decl is the declaration being
+// made. Called under c.mu.
+func (c *Cache) conflict(key entryKey, decl string) error {
+	isMeta := key.goType == metadataType
+	for k, e := range c.entries {
+		if k.gvr != key.gvr || (k.goType == metadataType) == isMeta {
+			continue
+		}
+		return fmt.Errorf("informer: %s: %s is already declared as %s: a resource has one informer, "+
+			"of full objects (informer.For, informer.ForResource) or of metadata only (informer.ForMetadata): pick one for every controller of the manager",
+			decl, gvrString(key.gvr), e.name)
+	}
+	return nil
+}

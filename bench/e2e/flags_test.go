@@ -22,6 +22,12 @@ func TestParseOnly(t *testing.T) {
 	if w, err := parseOnly("writes"); err != nil || !w[secWrites] || len(w) != 1 {
 		t.Errorf("parseOnly(writes) = %v, %v", w, err)
 	}
+	if c, err := parseOnly("crd"); err != nil || !c[secCRD] || len(c) != 1 {
+		t.Errorf("parseOnly(crd) = %v, %v", c, err)
+	}
+	if all := (config{only: all}); !all.runs(secCRD) {
+		t.Error("-only all does not run the crd section")
+	}
 	if _, err := parseOnly("storm,heap"); err == nil {
 		t.Error("parseOnly(storm,heap): no error for an unknown section")
 	}

@@ -34,6 +34,7 @@ type kind int
 const (
 	configMaps kind = iota
 	pods
+	sites // the crd section's custom resource, Site
 )
 
 // setup is what one manager run caches and what its reconciler costs.
@@ -91,6 +92,9 @@ func startCtrlkit(ctx context.Context, cfg *rest.Config, rec *recorder, s setup)
 	if s.selector != "" {
 		opts.Informers.TweakListOptions = func(o *metav1.ListOptions) { o.LabelSelector = s.selector }
 	}
+	if s.kind == sites {
+		opts.Informers.Scheme = siteScheme()
+	}
 	mgr, err := manager.New(unlimited(cfg), opts)
 	if err != nil {
 		return nil, err
@@ -99,6 +103,8 @@ func startCtrlkit(ctx context.Context, cfg *rest.Config, rec *recorder, s setup)
 	switch s.kind {
 	case pods:
 		synced, err = ctrlkitController[*corev1.Pod](mgr, rec, s.cost)
+	case sites:
+		synced, err = ctrlkitController[*Site](mgr, rec, s.cost)
 	default:
 		synced, err = ctrlkitController[*corev1.ConfigMap](mgr, rec, s.cost)
 	}
@@ -157,13 +163,19 @@ func startControllerRuntime(ctx context.Context, cfg *rest.Config, rec *recorder
 	if s.lean {
 		opts.Cache.DefaultTransform = crcache.TransformStripManagedFields()
 	}
+	if s.kind == sites {
+		opts.Scheme = siteScheme()
+	}
 	mgr, err := ctrl.NewManager(unlimited(cfg), opts)
 	if err != nil {
 		return nil, err
 	}
 	newObj := func() client.Object { return &corev1.ConfigMap{} }
-	if s.kind == pods {
+	switch s.kind {
+	case pods:
 		newObj = func() client.Object { return &corev1.Pod{} }
+	case sites:
+		newObj = func() client.Object { return &Site{} }
 	}
 	// Declared before Start, as the builder's For would on Start, so that
 	// its HasSynced can be polled like ctrlkit's.

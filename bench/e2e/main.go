@@ -5,7 +5,8 @@
 // open-loop writer, a restart storm (updates arriving while the initial
 // backlog drains), heap per cached object for ConfigMaps and ~4 KB Pods
 // with each framework's defaults and best memory option, and CPU per
-// reconcile; and the latency of one write through ctrlkit's client, with
+// reconcile; cold start, CPU and heap over a custom resource (Site, a
+// Website-like CRD); and the latency of one write through ctrlkit's client, with
 // read-your-own-writes on and off, controller-runtime's and client-go's,
 // quiet and under load. See bench/e2e/README.md.
 //
@@ -18,7 +19,7 @@
 //
 //	go run ./bench/e2e [-n 10000,50000] [-rounds 5] [-rounds-large 3] [-rates 100,200,400] [-churn 10s] [-pods 5000]
 //		[-storm-costs 1ms,10ms] [-writes 500] [-write-creates 100] [-write-conc 1,8]
-//		[-only cold,churn,storm,writes,pods,large] [-out bench/results]
+//		[-crd-n 10000] [-only cold,churn,storm,writes,pods,crd,large] [-out bench/results]
 package main
 
 import (
@@ -54,6 +55,7 @@ type config struct {
 	rates       []int
 	churn       time.Duration
 	pods        int // Pods for the heap comparison; 0 skips it
+	crdN        int // Sites for the crd section; 0 (the flag's default) means sizes[0]
 	storm       stormConfig
 	writes      writeConfig
 	only        map[string]bool // the sections to run (-only); every one by default
@@ -67,10 +69,11 @@ const (
 	secStorm  = "storm"  // the restart storm, once per Reconcile cost
 	secWrites = "writes" // the latency of one write, per client, quiet and loaded
 	secPods   = "pods"   // Pod heap
+	secCRD    = "crd"    // cold start, CPU and heap over a custom resource (Site), with the targets
 	secLarge  = "large"  // cold start and heap at the sizes after the first
 )
 
-var allSections = []string{secCold, secChurn, secStorm, secWrites, secPods, secLarge}
+var allSections = []string{secCold, secChurn, secStorm, secWrites, secPods, secCRD, secLarge}
 
 // runs reports whether section sec is selected.
 func (c config) runs(sec string) bool { return c.only[sec] }
@@ -134,6 +137,7 @@ func parseFlags() (config, error) {
 	flag.IntVar(&c.roundsLarge, "rounds-large", 3, "A/B rounds at the other sizes")
 	flag.DurationVar(&c.churn, "churn", 10*time.Second, "how long each churn rate runs")
 	flag.IntVar(&c.pods, "pods", 5000, "Pods (~4 KB each) for the heap comparison; 0 skips it")
+	flag.IntVar(&c.crdN, "crd-n", 0, "crd section: Site custom resources to create and cache; 0 means the first -n size")
 	flag.IntVar(&c.storm.updates, "storm-updates", 200, "updates during the restart storm, at least: more when the expected drain outlasts them at -storm-rate")
 	flag.IntVar(&c.storm.rate, "storm-rate", 50, "updates per second during the restart storm")
 	costs := flag.String("storm-costs", "1ms,10ms", "simulated cost of each Reconcile during the restart storm, comma-separated: one storm case per cost")
@@ -162,6 +166,12 @@ func parseFlags() (config, error) {
 	if !slices.IsSorted(c.sizes) || c.sizes[0] < 2*namespaces || c.sizes[len(c.sizes)-1] > 99999 {
 		return c, errors.New("-n: sizes must be ascending, from 20 to 99999")
 	}
+	if c.crdN == 0 {
+		c.crdN = c.sizes[0]
+	}
+	if c.crdN < 2*namespaces || c.crdN > 99999 {
+		return c, errors.New("-crd-n: from 20 to 99999")
+	}
 	if c.rounds < 1 || c.roundsLarge < 1 || c.churn <= 0 || c.pods < 0 || c.pods > 99999 || c.storm.updates < 1 || c.storm.rate < 1 {
 		return c, errors.New("-rounds and -rounds-large must be at least 1, -churn positive, -pods from 0 to 99999, -storm-updates and -storm-rate positive")
 	}
@@ -173,14 +183,16 @@ func parseFlags() (config, error) {
 
 // results is everything measured, per framework name and round.
 type results struct {
-	main    map[string][]roundResult
-	large   []map[string][]coldResult // one per size after the first
-	pods    map[string][]podRound
-	podSize podSize
-	writes  *writeResults // nil unless the writes section ran
-	seeded  []seeded
-	lines   []string // the per-round lines printed during the run
-	missing []string // phases that failed, for the notes
+	main     map[string][]roundResult
+	large    []map[string][]coldResult // one per size after the first
+	pods     map[string][]podRound
+	podSize  podSize
+	crd      map[string][]crdRound
+	siteSize podSize       // of the first Site, with its status
+	writes   *writeResults // nil unless the writes section ran
+	seeded   []seeded
+	lines    []string // the per-round lines printed during the run
+	missing  []string // phases that failed, for the notes
 }
 
 func (r *results) logf(format string, args ...any) {
@@ -224,7 +236,7 @@ func run() error {
 		return err
 	}
 	ctx := context.Background()
-	res := &results{main: make(map[string][]roundResult), pods: make(map[string][]podRound)}
+	res := &results{main: make(map[string][]roundResult), pods: make(map[string][]podRound), crd: make(map[string][]crdRound)}
 
 	if c.partial() {
 		var secs []string
@@ -286,6 +298,14 @@ func run() error {
 		if err := podPhase(ctx, cfg, admin, c, res); err != nil {
 			res.missing = append(res.missing, fmt.Sprintf("Pod heap: %v", err))
 			fmt.Fprintln(os.Stderr, "bench-e2e: Pod phase:", err)
+		}
+	}
+
+	// The custom resource: cold start, CPU and heap.
+	if c.runs(secCRD) {
+		if err := crdPhase(ctx, cfg, c, res); err != nil {
+			res.missing = append(res.missing, fmt.Sprintf("custom resource: %v", err))
+			fmt.Fprintln(os.Stderr, "bench-e2e: crd phase:", err)
 		}
 	}
 

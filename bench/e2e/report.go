@@ -131,7 +131,7 @@ func sections(c config, res *results) []section {
 	if c.runs(secStorm) && len(res.main[frameworks[0].name]) > 0 {
 		secs = append(secs, stormSections(c, res)...)
 	}
-	return secs
+	return append(secs, crdSections(c, res)...)
 }
 
 // stormSections is one section per storm cost, and the targets.

@@ -15,11 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/ctrlkit/ctrlkit/internal/kube"
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
 )
@@ -184,7 +184,7 @@ func (s *shared) targetFor(obj runtime.Object) (target, error) {
 	if err != nil {
 		return target{}, fmt.Errorf("client: %T is not in the client's scheme: register it with its AddToScheme in client.Options.Scheme (manager.Options.Informers.Scheme for a manager's client): %w", obj, err)
 	}
-	return s.targetForKind(gvks[0], builtin(gvks[0], reflect.TypeOf(obj)))
+	return s.targetForKind(gvks[0], kube.BuiltIn(gvks[0], reflect.TypeOf(obj)))
 }
 
 // targetForKind resolves gvk to its resource; proto says whether requests
@@ -201,22 +201,6 @@ func (s *shared) targetForKind(gvk schema.GroupVersionKind, proto bool) (target,
 	return target{gvk: gvk, gvr: m.Resource, namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace, rest: rc, proto: proto}, nil
 }
 
-// builtin reports whether gvk is a built-in kind whose Go type is
-// client-go's, which can travel as protobuf.
-func builtin(gvk schema.GroupVersionKind, rt reflect.Type) bool {
-	t, ok := clientGoTypes()[gvk]
-	return ok && reflect.PointerTo(t) == rt
-}
-
-// clientGoTypes are client-go's own types, from a scheme of their own:
-// programs add custom types to client-go's global scheme too (as
-// sample-controller does), and those have no protobuf encoding.
-var clientGoTypes = sync.OnceValue(func() map[schema.GroupVersionKind]reflect.Type {
-	s := runtime.NewScheme()
-	utilruntime.Must(kubescheme.AddToScheme(s))
-	return s.AllKnownTypes()
-})
-
 // restFor returns the REST client of one group version, built once.
 func (s *shared) restFor(gv schema.GroupVersion, proto bool) (rest.Interface, error) {
 	key := restKey{gv: gv, proto: proto}
@@ -225,22 +209,9 @@ func (s *shared) restFor(gv schema.GroupVersion, proto bool) (rest.Interface, er
 	if rc, ok := s.rests[key]; ok {
 		return rc, nil
 	}
-	cfg := rest.CopyConfig(s.cfg)
-	cfg.GroupVersion = &key.gv
-	cfg.APIPath = "/apis"
-	if gv.Group == "" {
-		cfg.APIPath = "/api"
-	}
-	cfg.NegotiatedSerializer = serializer.WithoutConversionCodecFactory{CodecFactory: s.codecs}
-	cfg.ContentType = runtime.ContentTypeJSON
-	cfg.AcceptContentTypes = runtime.ContentTypeJSON
-	if proto {
-		cfg.ContentType = runtime.ContentTypeProtobuf
-		cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	}
-	rc, err := rest.RESTClientForConfigAndClient(cfg, s.http)
+	rc, err := kube.RESTClient(s.cfg, s.http, s.codecs, gv, proto)
 	if err != nil {
-		return nil, fmt.Errorf("client: building the REST client of %s: %w", gv, err)
+		return nil, fmt.Errorf("client: %w", err)
 	}
 	s.rests[key] = rc
 	return rc, nil
@@ -262,5 +233,5 @@ func (s *shared) kindOfList(list runtime.Object) (schema.GroupVersionKind, bool,
 	if !ok {
 		return schema.GroupVersionKind{}, false, fmt.Errorf("client: %T lists %s, which is not in the client's scheme", list, gvk)
 	}
-	return gvk, builtin(gvk, reflect.PointerTo(t)), nil
+	return gvk, kube.BuiltIn(gvk, reflect.PointerTo(t)), nil
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
+	"github.com/ctrlkit/ctrlkit/internal/kube"
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
 )
 
@@ -194,7 +195,7 @@ func (c *Client) apply(ctx context.Context, ac ApplyConfiguration, sub string) e
 	if !ok {
 		return fmt.Errorf("client: Apply of %s: %T has no object metadata", gvk, answer)
 	}
-	t, err := c.targetForKind(gvk, builtin(gvk, typeOf(answer)))
+	t, err := c.targetForKind(gvk, kube.BuiltIn(gvk, typeOf(answer)))
 	if err != nil {
 		return err
 	}

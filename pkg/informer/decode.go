@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
+
+	"github.com/ctrlkit/ctrlkit/internal/kube"
 )
 
 // Custom types are listed and watched as JSON through a REST client of
@@ -73,18 +75,9 @@ func (c *Cache) restFor(gv schema.GroupVersion) (rest.Interface, error) {
 	if rc, ok := t.rests[gv]; ok {
 		return rc, nil
 	}
-	cfg := rest.CopyConfig(t.cfg)
-	cfg.GroupVersion = &gv
-	cfg.APIPath = "/apis"
-	if gv.Group == "" {
-		cfg.APIPath = "/api"
-	}
-	cfg.NegotiatedSerializer = serializer.WithoutConversionCodecFactory{CodecFactory: t.codecs}
-	cfg.ContentType = runtime.ContentTypeJSON
-	cfg.AcceptContentTypes = runtime.ContentTypeJSON
-	rc, err := rest.RESTClientForConfigAndClient(cfg, t.http)
+	rc, err := kube.RESTClient(t.cfg, t.http, t.codecs, gv, false)
 	if err != nil {
-		return nil, fmt.Errorf("building the REST client of %s: %w", gv, err)
+		return nil, err
 	}
 	t.rests[gv] = rc
 	return rc, nil

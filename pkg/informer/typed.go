@@ -3,7 +3,6 @@ package informer
 import (
 	"fmt"
 	"reflect"
-	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -11,11 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
-	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/ctrlkit/ctrlkit/internal/kube"
 )
 
 // Informer is a declared informer whose cache holds objects of type T.
@@ -68,7 +67,7 @@ func For[T runtime.Object](c *Cache) (*Informer[T], error) {
 		if err != nil {
 			return built{}, fmt.Errorf("informer: For[%v]: %w", rt, err)
 		}
-		if builtin(gvk, rt) {
+		if kube.BuiltIn(gvk, rt) {
 			factory := c.factory
 			if _, narrowed := c.byType[rt]; narrowed {
 				// Its own factory: the shared one has one scope for all.
@@ -138,29 +137,6 @@ func ForResource(c *Cache, gvr schema.GroupVersionResource) (*Informer[*unstruct
 	}
 	return &Informer[*unstructured.Unstructured]{entry: e, lister: Lister[*unstructured.Unstructured]{indexer: e.inf.GetIndexer(), gr: gvr.GroupResource()}}, nil
 }
-
-// builtin reports whether gvk with Go type rt is one of client-go's own
-// types, which the SharedInformerFactory serves: every one that can be
-// listed and watched has a generated informer, and for the others (reviews,
-// subresources) the factory's error at declaration beats a dynamic informer
-// that never syncs. A custom type registered into kubescheme.Scheme, as
-// sample-controller does, is not built in: the factory has no informer
-// for it.
-func builtin(gvk schema.GroupVersionKind, rt reflect.Type) bool {
-	t, ok := clientGoTypes()[gvk]
-	return ok && reflect.PointerTo(t) == rt
-}
-
-// clientGoTypes are the Go types of client-go's generated clientset by
-// kind, read from a scheme of our own that only client-go's AddToScheme
-// fills, never from kubescheme.Scheme, which programs extend.
-var clientGoTypes = sync.OnceValue(func() map[schema.GroupVersionKind]reflect.Type {
-	s := runtime.NewScheme()
-	// client-go's init registered the same types into kubescheme.Scheme
-	// the same way: if it could fail, the program would not have started.
-	utilruntime.Must(kubescheme.AddToScheme(s))
-	return s.AllKnownTypes()
-})
 
 // toTyped converts unstructured objects from the dynamic client into new
 // values of the pointer type rt.

@@ -1,18 +1,25 @@
-package informer
+package kube
 
 import (
 	"reflect"
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
-// TestBuiltinTypesHaveInformers backs builtin's claim: every client-go type
+// TestMain fails the package if a test leaves a goroutine behind.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// TestBuiltinTypesHaveInformers backs BuiltIn's claim: every client-go type
 // that can be listed (its kind has a List kind) has a generated informer
-// in the SharedInformerFactory, so a type builtin accepts is served by the
+// in the SharedInformerFactory, so a type BuiltIn accepts is served by the
 // factory.
 func TestBuiltinTypesHaveInformers(t *testing.T) {
 	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0) // never started
@@ -27,8 +34,8 @@ func TestBuiltinTypesHaveInformers(t *testing.T) {
 		if gvk.Kind == "APIGroup" {
 			continue // a discovery document registered as unversioned, not a resource
 		}
-		if !builtin(gvk, reflect.PointerTo(typ)) {
-			t.Errorf("builtin(%v, *%v) = false, want true", gvk, typ)
+		if !BuiltIn(gvk, reflect.PointerTo(typ)) {
+			t.Errorf("BuiltIn(%v, *%v) = false, want true", gvk, typ)
 		}
 		gvr, _ := meta.UnsafeGuessKindToResource(gvk)
 		if _, err := factory.ForResource(gvr); err != nil {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -111,6 +112,9 @@ type Cache struct {
 	order   []*entry
 	runners sync.WaitGroup
 	typed   typedClients // custom types' REST clients and decode errors
+	// byResource holds the informers of each resource once the Cache has
+	// started (nil before), for AwaitWrite.
+	byResource atomic.Pointer[map[schema.GroupVersionResource][]*entry]
 }
 
 type entryKey struct {
@@ -200,6 +204,13 @@ func (c *Cache) Start(ctx context.Context) error {
 		return errors.New("informer: cache already started")
 	}
 	c.started = true
+	// The informers are fixed from here on: AwaitWrite finds a resource's
+	// informers in this map without taking c.mu.
+	byResource := make(map[schema.GroupVersionResource][]*entry)
+	for _, e := range c.order {
+		byResource[e.gvr] = append(byResource[e.gvr], e)
+	}
+	c.byResource.Store(&byResource)
 	c.factory.StartWithContext(ctx)
 	for _, f := range c.factories {
 		f.StartWithContext(ctx)

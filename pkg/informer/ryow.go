@@ -82,16 +82,11 @@ func (c *Cache) AwaitWrite(ctx context.Context, w Write) error {
 			return nil
 		}
 	}
-	c.mu.Lock()
-	var entries []*entry
-	if c.started {
-		for _, e := range c.order {
-			if e.gvr == w.Resource {
-				entries = append(entries, e)
-			}
-		}
+	byResource := c.byResource.Load()
+	if byResource == nil {
+		return nil // not started
 	}
-	c.mu.Unlock()
+	entries := (*byResource)[w.Resource]
 	key := w.Name
 	if w.Namespace != "" {
 		key = w.Namespace + "/" + w.Name

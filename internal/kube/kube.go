@@ -15,6 +15,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // BuiltIn reports whether gvk with Go type rt (a pointer type) is one of
@@ -60,4 +61,13 @@ func RESTClient(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFactor
 		return nil, fmt.Errorf("building the REST client of %s: %w", gv, err)
 	}
 	return rc, nil
+}
+
+// ShareRateLimiter gives cfg, unless it has a limiter or no limit, one
+// token bucket of its QPS and Burst, so that every client built from cfg
+// or its copies draws on one budget, as the clients of one clientset do.
+func ShareRateLimiter(cfg *rest.Config) {
+	if cfg.RateLimiter == nil && cfg.QPS > 0 {
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, max(cfg.Burst, 1))
+	}
 }

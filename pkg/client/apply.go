@@ -30,5 +30,3 @@ func isNil(v any) bool {
 	rv := reflect.ValueOf(v)
 	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
-
-func typeOf(v any) reflect.Type { return reflect.TypeOf(v) }

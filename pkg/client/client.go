@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/ctrlkit/ctrlkit/internal/kube"
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
@@ -125,10 +124,7 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("client: Options.ReadYourWrites.Timeout is %v: use 0 for the default (%v), or set Disabled", opts.ReadYourWrites.Timeout, DefaultReadYourWritesTimeout)
 	}
 	cfg = rest.CopyConfig(cfg)
-	if cfg.RateLimiter == nil && cfg.QPS > 0 {
-		// One budget for every group version, as one clientset has.
-		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, max(cfg.Burst, 1))
-	}
+	kube.ShareRateLimiter(cfg) // one budget for every group version
 	hc := opts.HTTPClient
 	if hc == nil {
 		cfg.Wrap(leader.FenceTransport)

@@ -195,7 +195,7 @@ func (c *Client) apply(ctx context.Context, ac ApplyConfiguration, sub string) e
 	if !ok {
 		return fmt.Errorf("client: Apply of %s: %T has no object metadata", gvk, answer)
 	}
-	t, err := c.targetForKind(gvk, kube.BuiltIn(gvk, typeOf(answer)))
+	t, err := c.targetForKind(gvk, kube.BuiltIn(gvk, reflect.TypeOf(answer)))
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
 	"github.com/ctrlkit/ctrlkit/internal/kube"
@@ -60,10 +59,7 @@ func (c *Cache) restFor(gv schema.GroupVersion) (rest.Interface, error) {
 	t := &c.typed
 	if t.http == nil {
 		cfg := rest.CopyConfig(c.clients.Config)
-		if cfg.RateLimiter == nil && cfg.QPS > 0 {
-			// One budget for every group version, as one clientset has.
-			cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, max(cfg.Burst, 1))
-		}
+		kube.ShareRateLimiter(cfg) // one budget for every group version
 		hc, err := rest.HTTPClientFor(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("building the HTTP client from Clients.Config: %w", err)

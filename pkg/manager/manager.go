@@ -25,8 +25,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/flowcontrol"
 
+	internalkube "github.com/ctrlkit/ctrlkit/internal/kube"
 	"github.com/ctrlkit/ctrlkit/pkg/client"
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
@@ -113,9 +113,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	cfg.Wrap(leader.FenceTransport)
 	// One request budget for the clientset, the dynamic client and the
 	// client (the Lease's client, copied above, keeps its own).
-	if cfg.RateLimiter == nil && cfg.QPS > 0 {
-		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, max(cfg.Burst, 1))
-	}
+	internalkube.ShareRateLimiter(cfg)
 	// Every request of the clientset in protobuf, as kube-controller-manager
 	// does: client-go's generated clients already prefer it for their own
 	// methods when ContentType is empty, but not the hand-written ones

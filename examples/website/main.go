@@ -103,7 +103,7 @@ func InformerOptions(scheme *runtime.Scheme) informer.Options {
 	return informer.Options{
 		Scheme: scheme,
 		ByType: map[runtime.Object]informer.TypeOptions{
-			&corev1.ConfigMap{}: {Namespace: RoutesNamespace},
+			&corev1.ConfigMap{}: {Namespaces: []string{RoutesNamespace}},
 		},
 	}
 }

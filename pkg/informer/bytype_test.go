@@ -30,7 +30,7 @@ func TestByType(t *testing.T) {
 	c, err := informer.New(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: newMapper(widgetGVK)}, informer.Options{
 		Scheme: builtinAndWidgetScheme(t),
 		ByType: map[runtime.Object]informer.TypeOptions{
-			&corev1.ConfigMap{}: {Namespace: "team-b", LabelSelector: "app=web"},
+			&corev1.ConfigMap{}: {Namespaces: []string{"team-b"}, LabelSelector: "app=web"},
 			&Widget{}:           {LabelSelector: "size=big"},
 		},
 	})
@@ -103,7 +103,7 @@ func TestByTypeErrors(t *testing.T) {
 
 	t.Run("namespace on a cluster-scoped type", func(t *testing.T) {
 		c, err := informer.New(clients(), informer.Options{ByType: map[runtime.Object]informer.TypeOptions{
-			&corev1.Namespace{}: {Namespace: "team-a"},
+			&corev1.Namespace{}: {Namespaces: []string{"team-a"}},
 		}})
 		if err != nil {
 			t.Fatal(err)

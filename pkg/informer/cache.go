@@ -19,24 +19,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 )
-
-// ErrNotDeclared is returned (wrapped) when an informer is asked for after
-// the Cache started without having been declared before.
-var ErrNotDeclared = errors.New("informer not declared before the cache started")
 
 // Options are the factory options client-go users know. The zero value
 // watches every namespace with no resync and strips managedFields.
 type Options struct {
-	// Namespace limits every namespaced informer to one namespace. Empty
-	// means all namespaces. Cluster-scoped types are unaffected.
-	Namespace string
+	// Namespaces limits every namespaced informer to these namespaces,
+	// each listed and watched by a client-go informer of its own, read
+	// through one Lister. Empty means all namespaces, through one
+	// informer. Cluster-scoped types are unaffected.
+	Namespaces []string
 	// TweakListOptions edits the list and watch options of every informer,
 	// for example to set a label or field selector.
 	TweakListOptions func(*metav1.ListOptions)
@@ -47,7 +43,7 @@ type Options struct {
 	ResyncByType map[runtime.Object]time.Duration
 	// ByType narrows the informer of one Go type, keyed by an example
 	// object such as &corev1.ConfigMap{}: a controller that only reads the
-	// ConfigMaps of one namespace, or those with one label, caches only
+	// ConfigMaps of some namespaces, or those with one label, caches only
 	// those. Each type still has one informer, shared by every controller.
 	ByType map[runtime.Object]TypeOptions
 	// KeepManagedFields keeps metadata.managedFields in cached objects. By
@@ -57,23 +53,37 @@ type Options struct {
 	// Scheme maps Go types to kinds for For. Nil means client-go's scheme
 	// (built-in types only); add custom types with their AddToScheme.
 	Scheme *runtime.Scheme
+	// DiscoveryInterval is how often an informer whose API is not served
+	// (TypeOptions.WhenServed, or a CRD deleted while the Cache runs) asks
+	// the API server's discovery whether it is. 0 means
+	// DefaultDiscoveryInterval.
+	DiscoveryInterval time.Duration
 }
 
 // TypeOptions narrow the informer of one type (Options.ByType).
 type TypeOptions struct {
-	// Namespace limits the type's informer to one namespace, instead of
-	// Options.Namespace. It is an error for a cluster-scoped type.
-	Namespace string
+	// Namespaces limits the type's informer to these namespaces, instead
+	// of Options.Namespaces. It is an error for a cluster-scoped type.
+	Namespaces []string
 	// LabelSelector and FieldSelector, in the syntax of kubectl's -l and
 	// --field-selector, select the objects the informer lists and watches.
 	// They are added (with a comma) to any selector that
 	// Options.TweakListOptions sets.
 	LabelSelector, FieldSelector string
+	// WhenServed lets For and ForMetadata declare the type even when the
+	// API server does not serve it yet (its CRD is installed later): the
+	// informer then waits, asking discovery every
+	// Options.DiscoveryInterval, and starts when the API is served, with
+	// no restart. Until then its Lister is empty, Source.Served is false,
+	// and Cache.WaitForSync does not wait for it. Without WhenServed, a
+	// type that is not served is an error at declaration, which catches a
+	// misspelt group or a missing CRD early.
+	WhenServed bool
 }
 
 // Clients are what a Cache lists and watches through.
 type Clients struct {
-	// Kube serves built-in types.
+	// Kube serves built-in types, and discovery.
 	Kube kubernetes.Interface
 	// Dynamic serves unstructured types, and custom Go types when Config
 	// is nil.
@@ -99,47 +109,28 @@ type Cache struct {
 	opts    Options
 	scheme  *runtime.Scheme
 	clients Clients
-	factory informers.SharedInformerFactory
 	resync  map[reflect.Type]time.Duration
 	byType  map[reflect.Type]TypeOptions
-	// factories are the extra factories of the types in byType, started
-	// and shut down with factory.
-	factories []informers.SharedInformerFactory
 
 	mu      sync.Mutex
-	started bool
+	ctx     context.Context // Start's; nil before
 	entries map[entryKey]*entry
 	order   []*entry
 	runners sync.WaitGroup
 	typed   typedClients // custom types' REST clients and decode errors
-	// byResource holds the informers of each resource once the Cache has
-	// started (nil before), for AwaitWrite.
+	// byResource holds the running informers of each resource once the
+	// Cache has started (nil before), for AwaitWrite; replaced, never
+	// changed, under mu.
 	byResource atomic.Pointer[map[schema.GroupVersionResource][]*entry]
 }
 
+// entryKey identifies a declaration: a kind as a Go type (For,
+// ForMetadata: gvk and goType), or a resource as unstructured objects
+// (ForResource: gvr).
 type entryKey struct {
-	gvr     schema.GroupVersionResource
-	goType  reflect.Type // nil for unstructured
-	untyped bool
-}
-
-type entry struct {
-	name     string
-	gvr      schema.GroupVersionResource
-	inf      cache.SharedIndexInformer
-	ownedRun bool  // run by the Cache, not by the factory
-	scope    scope // what inf lists and watches, for AwaitWrite
-	writes   writeTracker
-}
-
-// built is what declare's mk returns: the informer and its scope, whether
-// the Cache (rather than the factory) runs it, and an optional transform
-// that converts listed objects.
-type built struct {
-	inf     cache.SharedIndexInformer
-	scope   scope
-	owned   bool
-	convert cache.TransformFunc
+	gvk    schema.GroupVersionKind
+	gvr    schema.GroupVersionResource
+	goType reflect.Type // nil for unstructured
 }
 
 // New returns a Cache that lists and watches through clients. It fails if a
@@ -154,6 +145,11 @@ func New(clients Clients, opts Options) (*Cache, error) {
 		return nil, errors.New("informer: Clients.Mapper is nil: pass a meta.RESTMapper, e.g. one from restmapper.NewDeferredDiscoveryRESTMapper")
 	case opts.Resync < 0:
 		return nil, fmt.Errorf("informer: Options.Resync is %v: use 0 to disable resync, or a positive period", opts.Resync)
+	case opts.DiscoveryInterval < 0:
+		return nil, fmt.Errorf("informer: Options.DiscoveryInterval is %v: use 0 for the default of %v, or a positive period", opts.DiscoveryInterval, DefaultDiscoveryInterval)
+	}
+	if err := checkNamespaces("Options.Namespaces", opts.Namespaces); err != nil {
+		return nil, err
 	}
 	c := &Cache{
 		opts:    opts,
@@ -173,67 +169,76 @@ func New(clients Clients, opts Options) (*Cache, error) {
 		if _, err := fields.ParseSelector(to.FieldSelector); err != nil {
 			return nil, fmt.Errorf("informer: Options.ByType[%T].FieldSelector %q: %w", obj, to.FieldSelector, err)
 		}
+		if err := checkNamespaces(fmt.Sprintf("Options.ByType[%T].Namespaces", obj), to.Namespaces); err != nil {
+			return nil, err
+		}
 		c.byType[reflect.TypeOf(obj)] = to
 	}
 	if c.scheme == nil {
 		c.scheme = kubescheme.Scheme
 	}
-	custom := make(map[metav1.Object]time.Duration)
 	for obj, d := range opts.ResyncByType {
-		mo, ok := obj.(metav1.Object)
-		if !ok || d < 0 {
+		if _, ok := obj.(metav1.Object); !ok || d < 0 {
 			return nil, fmt.Errorf("informer: Options.ResyncByType[%T] = %v: keys must be API objects like &corev1.ConfigMap{}, periods >= 0", obj, d)
 		}
 		c.resync[reflect.TypeOf(obj)] = d
-		custom[mo] = d
 	}
-	c.factory = informers.NewSharedInformerFactoryWithOptions(clients.Kube, opts.Resync,
-		informers.WithNamespace(opts.Namespace),
-		informers.WithTweakListOptions(opts.TweakListOptions),
-		informers.WithCustomResyncConfig(custom))
 	return c, nil
 }
 
-// Start starts every declared informer and returns at once. The informers
-// stop when ctx is done; Wait blocks until they have. Declaring new
-// informers after Start fails with ErrNotDeclared. Start may be called once.
-func (c *Cache) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.started {
-		return errors.New("informer: cache already started")
-	}
-	c.started = true
-	// The informers are fixed from here on: AwaitWrite finds a resource's
-	// informers in this map without taking c.mu.
-	byResource := make(map[schema.GroupVersionResource][]*entry)
-	for _, e := range c.order {
-		byResource[e.gvr] = append(byResource[e.gvr], e)
-	}
-	c.byResource.Store(&byResource)
-	c.factory.StartWithContext(ctx)
-	for _, f := range c.factories {
-		f.StartWithContext(ctx)
-	}
-	for _, e := range c.order {
-		if e.ownedRun {
-			c.runners.Go(func() { e.inf.RunWithContext(ctx) })
+// checkNamespaces rejects an empty or repeated namespace in a list.
+func checkNamespaces(field string, nss []string) error {
+	for i, ns := range nss {
+		switch {
+		case ns == "":
+			return fmt.Errorf("informer: %s[%d] is empty: list namespaces by name, or leave the list empty for all namespaces", field, i)
+		case slices.Index(nss, ns) < i:
+			return fmt.Errorf("informer: %s lists %q twice: list each namespace once", field, ns)
 		}
 	}
 	return nil
 }
 
+// Start starts every declared informer and returns at once. The informers
+// stop when ctx is done; Wait blocks until they have. Informers declared
+// after Start start at their declaration. Start may be called once.
+func (c *Cache) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx != nil {
+		return errors.New("informer: cache already started")
+	}
+	c.ctx = ctx
+	c.publish()
+	for _, e := range c.order {
+		c.launch(ctx, e)
+	}
+	return nil
+}
+
+// publish replaces the map AwaitWrite reads with the current entries of
+// each resolved resource. Called under c.mu, once started.
+func (c *Cache) publish() {
+	if c.ctx == nil {
+		return
+	}
+	byResource := make(map[schema.GroupVersionResource][]*entry)
+	for _, e := range c.order {
+		if g := e.gvr.Load(); g != nil {
+			byResource[*g] = append(byResource[*g], e)
+		}
+	}
+	c.byResource.Store(&byResource)
+}
+
 // Wait blocks until every informer goroutine has ended, which happens after
 // Start's ctx is done.
 func (c *Cache) Wait() {
-	c.factory.Shutdown()
-	for _, f := range c.factories {
-		f.Shutdown()
-	}
 	c.runners.Wait()
 }
 
-// Informers returns every declared informer in declaration order.
+// Informers returns every declared informer in declaration order, without
+// those removed (Use).
 func (c *Cache) Informers() []Source {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -244,16 +249,24 @@ func (c *Cache) Informers() []Source {
 	return out
 }
 
-// WaitForSync blocks until every declared informer has synced, logging
-// every progressEvery (when positive) how many objects each unsynced
-// informer holds so far. If ctx ends first it returns an error naming each
-// informer that did not sync.
+// WaitForSync blocks until every declared informer whose API is served
+// has synced (see WaitForSources), logging every progressEvery (when
+// positive) how many objects each unsynced informer holds so far. If ctx
+// ends first it returns an error naming each informer that did not sync.
 func (c *Cache) WaitForSync(ctx context.Context, log logr.Logger, progressEvery time.Duration) error {
-	srcs := c.Informers()
+	return WaitForSources(ctx, log, progressEvery, c.Informers()...)
+}
+
+// WaitForSources blocks until each of srcs has synced or is not served
+// (Source.Served: an informer waiting for its CRD holds nothing to wait
+// for), logging every progressEvery (when positive) how many objects each
+// unsynced informer holds so far. If ctx ends first it returns an error
+// naming each informer that did not sync. It polls every 50ms.
+func WaitForSources(ctx context.Context, log logr.Logger, progressEvery time.Duration, srcs ...Source) error {
 	pending := func() []Source {
 		var out []Source
 		for _, s := range srcs {
-			if !s.HasSynced() {
+			if s.Served() && !s.HasSynced() {
 				out = append(out, s)
 			}
 		}
@@ -291,52 +304,51 @@ func (c *Cache) WaitForSync(ctx context.Context, log logr.Logger, progressEvery 
 	}
 }
 
-// declare returns the informer for key, creating it with mk if the Cache has
-// not started. After Start an undeclared key is an ErrNotDeclared error.
-// mk builds the informer.
-func (c *Cache) declare(key entryKey, name, decl string, mk func() (built, error)) (*entry, error) {
+// declare returns the informer for key, creating it if needed from p. A
+// new informer starts at once when the Cache has started. served says
+// whether discovery serves its resource, p's gvr when p is resolved.
+func (c *Cache) declare(key entryKey, gk schema.GroupKind, goType reflect.Type, name, decl string, served bool, mk func() (plan, error)) (*entry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.entries[key]; ok {
 		return e, nil
 	}
-	if err := c.conflict(key, decl); err != nil {
+	if err := c.conflict(gk, key.goType == metadataType, decl); err != nil {
 		return nil, err
 	}
-	if c.started {
-		return nil, fmt.Errorf("informer: %s: %w: declare it with %s before the manager runs", name, ErrNotDeclared, decl)
-	}
-	b, err := mk()
+	p, err := mk()
 	if err != nil {
 		return nil, err
 	}
-	if t := composeTransforms(b.convert, c.opts.KeepManagedFields); t != nil {
-		if err := b.inf.SetTransform(t); err != nil {
-			return nil, fmt.Errorf("informer: %s: setting transform: %w", name, err)
-		}
+	e := &entry{c: c, key: key, name: name, gk: gk, goType: goType, plan: p, lost: make(chan struct{}, 1)}
+	if p.resolved {
+		gvr := p.gvr
+		e.gvr.Store(&gvr)
 	}
-	e := &entry{name: name, gvr: key.gvr, inf: b.inf, ownedRun: b.owned, scope: b.scope}
-	if err := e.trackWrites(); err != nil {
-		return nil, err
-	}
+	e.served.Store(served)
 	c.entries[key] = e
 	c.order = append(c.order, e)
+	if c.ctx != nil {
+		c.publish()
+		c.launch(c.ctx, e)
+	}
 	return e, nil
 }
 
-// scopeFor returns the namespace and list-options tweak of the informer of
-// Go type t, whose resource is namespaced or not.
-func (c *Cache) scopeFor(t reflect.Type, namespaced bool) (string, func(*metav1.ListOptions), error) {
+// scopeFor returns the namespaces (one "" for all) and the list-options
+// tweak of the informer of Go type t (nil: no ByType entry applies), whose
+// resource is namespaced or not.
+func (c *Cache) scopeFor(t reflect.Type, namespaced bool) ([]string, func(*metav1.ListOptions), error) {
 	to, ok := c.byType[t]
-	ns := c.opts.Namespace
-	if ok && to.Namespace != "" {
+	nss := c.opts.Namespaces
+	if ok && len(to.Namespaces) > 0 {
 		if !namespaced {
-			return "", nil, fmt.Errorf("Options.ByType[%v].Namespace is %q, but the type is cluster-scoped: leave it empty", t, to.Namespace)
+			return nil, nil, fmt.Errorf("Options.ByType[%v].Namespaces is %q, but the type is cluster-scoped: leave it empty", t, to.Namespaces)
 		}
-		ns = to.Namespace
+		nss = to.Namespaces
 	}
-	if !namespaced {
-		ns = ""
+	if !namespaced || len(nss) == 0 {
+		nss = []string{""}
 	}
 	tweak := c.opts.TweakListOptions
 	if ok && (to.LabelSelector != "" || to.FieldSelector != "") {
@@ -349,7 +361,13 @@ func (c *Cache) scopeFor(t reflect.Type, namespaced bool) (string, func(*metav1.
 			o.FieldSelector = joinSelectors(o.FieldSelector, to.FieldSelector)
 		}
 	}
-	return ns, tweak, nil
+	return nss, tweak, nil
+}
+
+// whenServed reports whether Go type t may be declared before its API is
+// served (TypeOptions.WhenServed).
+func (c *Cache) whenServed(t reflect.Type) bool {
+	return c.byType[t].WhenServed
 }
 
 func joinSelectors(a, b string) string {
@@ -381,21 +399,3 @@ func (c *Cache) Declared() []string {
 	slices.Sort(names)
 	return names
 }
-
-// Source is a declared informer, seen without its Go type: what a manager
-// needs to watch it and to wait for it.
-type Source interface {
-	// Name identifies the informer in logs and errors, e.g. "configmaps.v1 (*v1.ConfigMap)".
-	Name() string
-	// HasSynced reports whether the initial list has been delivered.
-	HasSynced() bool
-	// Len reports how many objects the cache holds.
-	Len() int
-	// Informer is the underlying client-go informer.
-	Informer() cache.SharedIndexInformer
-}
-
-func (e *entry) Name() string                        { return e.name }
-func (e *entry) HasSynced() bool                     { return e.inf.HasSynced() }
-func (e *entry) Len() int                            { return len(e.inf.GetStore().ListKeys()) }
-func (e *entry) Informer() cache.SharedIndexInformer { return e.inf }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,7 +36,7 @@ func TestNewValidation(t *testing.T) {
 	}{
 		{name: "valid zero options", clients: good},
 		{name: "valid options", clients: good, opts: informer.Options{
-			Namespace:    "default",
+			Namespaces:   []string{"default", "kube-system"},
 			Resync:       time.Minute,
 			ResyncByType: map[runtime.Object]time.Duration{&corev1.ConfigMap{}: 0, &corev1.Secret{}: time.Hour},
 		}},
@@ -43,6 +44,10 @@ func TestNewValidation(t *testing.T) {
 		{name: "nil Dynamic", clients: without(func(c *informer.Clients) { c.Dynamic = nil }), wantErr: "Clients.Dynamic is nil"},
 		{name: "nil Mapper", clients: without(func(c *informer.Clients) { c.Mapper = nil }), wantErr: "Clients.Mapper is nil"},
 		{name: "negative Resync", clients: good, opts: informer.Options{Resync: -time.Second}, wantErr: "Options.Resync is -1s"},
+		{name: "negative DiscoveryInterval", clients: good, opts: informer.Options{DiscoveryInterval: -time.Second}, wantErr: "Options.DiscoveryInterval is -1s"},
+		{name: "empty namespace in the list", clients: good, opts: informer.Options{Namespaces: []string{"a", ""}}, wantErr: "Options.Namespaces[1] is empty"},
+		{name: "repeated namespace", clients: good, opts: informer.Options{Namespaces: []string{"a", "b", "a"}}, wantErr: `Options.Namespaces lists "a" twice`},
+		{name: "repeated namespace by type", clients: good, opts: informer.Options{ByType: map[runtime.Object]informer.TypeOptions{&corev1.ConfigMap{}: {Namespaces: []string{"a", "a"}}}}, wantErr: `Options.ByType[*v1.ConfigMap].Namespaces lists "a" twice`},
 		{
 			name:    "ResyncByType key that is not an object",
 			clients: good,
@@ -85,7 +90,7 @@ func TestForReturnsTheSameInformer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.Informer() != second.Informer() {
+	if first != second {
 		t.Error("For twice returned two different client-go informers")
 	}
 	if got, want := first.GroupVersionResource(), corev1.SchemeGroupVersion.WithResource("configmaps"); got != want {
@@ -190,9 +195,6 @@ func TestForErrors(t *testing.T) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
 			}
-			if errors.Is(err, informer.ErrNotDeclared) {
-				t.Errorf("error %v is ErrNotDeclared before Start", err)
-			}
 			if got := c.Declared(); len(got) != 0 {
 				t.Errorf("a failed declaration left informers behind: %q", got)
 			}
@@ -216,39 +218,26 @@ func TestDeclaringAfterStart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("For of a declared type after Start: %v", err)
 	}
-	if again.Informer() != declared.Informer() {
+	if again != declared {
 		t.Error("For after Start returned a different informer")
 	}
 
-	tests := []struct {
-		name    string
-		declare func() error
-		want    string
-	}{
-		{
-			name:    "typed",
-			declare: func() error { _, err := informer.For[*corev1.Secret](c); return err },
-			want:    "informer.For[*v1.Secret]",
-		},
-		{
-			name:    "unstructured",
-			declare: func() error { _, err := informer.ForResource(c, widgetGVR); return err },
-			want:    `informer.ForResource("widgets.v1.test.ctrlkit.io")`,
-		},
+	// Declared after Start, an informer starts at once and syncs.
+	secrets, err := informer.For[*corev1.Secret](c)
+	if err != nil {
+		t.Fatalf("For of a new type after Start: %v", err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.declare()
-			if !errors.Is(err, informer.ErrNotDeclared) {
-				t.Fatalf("error = %v, want ErrNotDeclared", err)
-			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error %q does not name the declaration %s", err, tt.want)
-			}
-		})
+	widgets, err := informer.ForResource(c, widgetGVR)
+	if err != nil {
+		t.Fatalf("ForResource of a new resource after Start: %v", err)
 	}
-	if got := len(c.Informers()); got != 1 {
-		t.Errorf("len(Informers) = %d after failed declarations, want 1", got)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := informer.WaitForSources(ctx, logr.Discard(), 0, secrets, widgets); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(c.Informers()); got != 3 {
+		t.Errorf("len(Informers) = %d after two declarations after Start, want 3", got)
 	}
 	if err := c.Start(t.Context()); err == nil {
 		t.Error("second Start succeeded, want an error")
@@ -328,7 +317,7 @@ func TestNamespaceOption(t *testing.T) {
 	)
 	dyn := newDynamic(unstructuredWidget("team-a", "wa", 1), unstructuredWidget("team-b", "wb", 2))
 	c, err := informer.New(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: newMapper(widgetGVK)},
-		informer.Options{Namespace: "team-a", Scheme: builtinAndWidgetScheme(t)})
+		informer.Options{Namespaces: []string{"team-a"}, Scheme: builtinAndWidgetScheme(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +420,7 @@ func TestResyncByType(t *testing.T) {
 			default:
 			}
 		})
-		if _, err := src.Informer().AddEventHandler(h); err != nil {
+		if _, err := src.AddEventHandler(h); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,12 +80,12 @@ func (c *Cache) restFor(gv schema.GroupVersion) (rest.Interface, error) {
 	return rc, nil
 }
 
-// typedInformer returns an informer, not started, of the custom Go type
-// rt (kind gvk, resource gvr) in namespace ns, its list options edited by
-// tweak, that decodes JSON straight into rt. The informer is named name
-// in logs and metrics. Called under c.mu.
-func (c *Cache) typedInformer(rt reflect.Type, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource,
-	ns string, tweak func(*metav1.ListOptions), name string) (cache.SharedIndexInformer, error) {
+// typedInformer returns a builder of informers, not started, of the
+// custom Go type rt (kind gvk) that decode JSON straight into rt, for a
+// resource, a namespace and a list options tweak. The informers are named
+// name in logs and metrics. Called under c.mu.
+func (c *Cache) typedInformer(rt reflect.Type, gvk schema.GroupVersionKind, name string) (
+	func(schema.GroupVersionResource, string, func(*metav1.ListOptions)) (cache.SharedIndexInformer, error), error) {
 	newList, err := listTypeOf(c.scheme, rt, gvk)
 	if err != nil {
 		return nil, err
@@ -95,6 +96,15 @@ func (c *Cache) typedInformer(rt reflect.Type, gvk schema.GroupVersionKind, gvr 
 	}
 	decoder := c.typed.codecs.UniversalDeserializer()
 	failures := c.typed.errs.counter(name)
+	resync := c.resyncFor(rt)
+	return func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions)) (cache.SharedIndexInformer, error) {
+		return typedInformer(rc, decoder, newList, failures, rt, gvr, ns, tweak, name, resync), nil
+	}, nil
+}
+
+// typedInformer is one informer of Cache.typedInformer's builder.
+func typedInformer(rc rest.Interface, decoder runtime.Decoder, newList func() runtime.Object, failures *atomic.Uint64,
+	rt reflect.Type, gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions), name string, resync time.Duration) cache.SharedIndexInformer {
 	var inf cache.SharedIndexInformer // set below, before anything lists
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -154,11 +164,11 @@ func (c *Cache) typedInformer(rt reflect.Type, gvk schema.GroupVersionKind, gvr 
 	}
 	inf = cache.NewSharedIndexInformerWithOptions(lw, reflect.New(rt.Elem()).Interface().(runtime.Object),
 		cache.SharedIndexInformerOptions{
-			ResyncPeriod:      c.resyncFor(rt),
+			ResyncPeriod:      resync,
 			Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 			ObjectDescription: gvr.String(),
 		})
-	return inf, nil
+	return inf
 }
 
 // lastGood returns the object inf's store holds for b, or nil. inf is nil
@@ -265,6 +275,13 @@ func (d *decodeErrors) counter(name string) *atomic.Uint64 {
 		d.counts[name] = n
 	}
 	return n
+}
+
+// forget drops the count of informer name, removed.
+func (d *decodeErrors) forget(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.counts, name)
 }
 
 // withKind returns a transform that sets the apiVersion and kind of

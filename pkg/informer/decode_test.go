@@ -157,10 +157,10 @@ func TestForCustomTypeScope(t *testing.T) {
 		want []string // after team-b/web2 and team-a/web2 (app=web) are created
 	}{
 		{name: "everything", want: []string{"team-a/db", "team-a/web", "team-a/web2", "team-b/web", "team-b/web2"}},
-		{name: "namespace", opts: informer.Options{Namespace: "team-a"}, want: []string{"team-a/db", "team-a/web", "team-a/web2"}},
+		{name: "namespace", opts: informer.Options{Namespaces: []string{"team-a"}}, want: []string{"team-a/db", "team-a/web", "team-a/web2"}},
 		{name: "label selector", opts: informer.Options{TweakListOptions: func(o *metav1.ListOptions) { o.LabelSelector = "app=web" }},
 			want: []string{"team-a/web", "team-a/web2", "team-b/web", "team-b/web2"}},
-		{name: "by type", opts: informer.Options{ByType: map[runtime.Object]informer.TypeOptions{&Widget{}: {Namespace: "team-b", LabelSelector: "app=web"}}},
+		{name: "by type", opts: informer.Options{ByType: map[runtime.Object]informer.TypeOptions{&Widget{}: {Namespaces: []string{"team-b"}, LabelSelector: "app=web"}}},
 			want: []string{"team-b/web", "team-b/web2"}},
 	}
 	for _, tt := range tests {

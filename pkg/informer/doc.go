@@ -1,14 +1,37 @@
 // Package informer is ctrlkit's handle on the informer cache, and turns the
 // cache's events into reconcile keys.
 //
-// A Cache owns one client-go SharedInformerFactory for built-in types and
-// one informer per custom type, all sharing the same rules (namespace, list
-// options, resync). Informers are declared before the Cache starts, with
-// For (a typed informer for a Go type in the scheme, built-in or custom) or
-// ForResource (unstructured objects of any resource). Declaring the same
-// type twice returns the same informer. Nothing is cached that was not
-// declared: asking for an undeclared type after Start is an error that names
-// the declaration to add, never a silent cluster-wide watch.
+// A Cache owns the informers of one manager, all sharing the same rules
+// (namespaces, list options, resync). An informer is declared with For (a
+// typed informer for a Go type in the scheme, built-in or custom),
+// ForResource (unstructured objects of any resource) or ForMetadata.
+// Declaring the same type twice returns the same informer. Nothing is
+// cached that was not declared. Built-in types are listed and watched by
+// informers of client-go's SharedInformerFactory, custom types by
+// informers of their own.
+//
+// Namespaces: Options.Namespaces (or a type's TypeOptions.Namespaces)
+// caches only the namespaces listed, through one client-go informer per
+// namespace, read through one Lister: Get and ListInNamespace go to the
+// namespace's informer, List and ByIndex ask each. Reading a namespace
+// that is not cached is an ErrNamespaceNotCached error, never an empty
+// answer taken for the truth. Handlers of such an informer are called from
+// one goroutine per namespace.
+//
+// Runtime: informers may be declared before or after Start; declared
+// after, they start at once (WaitForSources waits for them). Cache.Use
+// reference-counts an informer: when the last use is released, it stops,
+// its objects are freed and the Cache forgets it (ErrRemoved for the old
+// value); a manager uses the informers of each controller until the
+// controller is removed. An informer whose type is not served yet
+// (TypeOptions.WhenServed, for a CRD installed later) waits, asking
+// discovery every Options.DiscoveryInterval, and starts when it is served.
+// When a list or watch finds a running informer's resource gone (404) and
+// discovery agrees (its CRD was deleted), the informer stops quietly, with
+// one log line instead of a reflector retrying and logging every few
+// seconds; its handlers get a delete for each object it still held; and it
+// waits for the API to come back, then starts again and delivers the new
+// objects. Source.Served and Source.HasSynced tell where an informer is.
 //
 // Custom Go types are listed and watched as JSON decoded straight into
 // their Go type when Clients.Config is set (a manager sets it). An object
@@ -68,10 +91,14 @@
 // handles an event newer than the write, or until the caller's deadline. A resourceVersion that is not a
 // positive decimal integer cannot be compared and is not awaited.
 //
-// Goroutines: Start runs each informer's reflector and processor
-// goroutines (client-go's), including one listener pair for the handler each informer
-// gets at declaration to track writes for AwaitWrite; they stop when
-// Start's ctx is done, and Wait blocks until they have. Event handlers run
+// Goroutines: Start runs, for each declared informer, a supervisor
+// goroutine (which waits for its API and restarts it) and client-go's
+// reflector and processor goroutines for each of its namespaces,
+// including one listener pair for the handler each gets to track writes
+// for AwaitWrite; an informer declared after Start gets them at
+// declaration. They stop when Start's ctx is done, or when the last use
+// of their informer is released (Cache.Use), and Wait blocks until they
+// have. Event handlers run
 // on the informers' goroutines and must not block. AwaitWrite starts no
 // goroutine: it blocks its caller. Nor does AddIndex; after Start it blocks
 // its caller while it files the cached objects.

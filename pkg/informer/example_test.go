@@ -69,7 +69,7 @@ func ExampleOptions_byType() {
 	)
 	c, err := informer.New(clients, informer.Options{
 		ByType: map[runtime.Object]informer.TypeOptions{
-			&corev1.ConfigMap{}: {Namespace: "web", LabelSelector: "app=web"},
+			&corev1.ConfigMap{}: {Namespaces: []string{"web"}, LabelSelector: "app=web"},
 		},
 	})
 	if err != nil {

@@ -27,8 +27,8 @@ func TestForResourceByType(t *testing.T) {
 	c, err := informer.New(informer.Clients{Kube: fake.NewClientset(), Dynamic: dyn, Mapper: newMapper(widgetGVK)}, informer.Options{
 		Scheme: builtinAndWidgetScheme(t),
 		ByType: map[runtime.Object]informer.TypeOptions{
-			&Widget{}:           {Namespace: "team-a", LabelSelector: "size=big"},
-			&corev1.ConfigMap{}: {Namespace: "team-b"}, // another resource: no effect on widgets
+			&Widget{}:           {Namespaces: []string{"team-a"}, LabelSelector: "size=big"},
+			&corev1.ConfigMap{}: {Namespaces: []string{"team-b"}}, // another resource: no effect on widgets
 		},
 	})
 	if err != nil {
@@ -71,7 +71,7 @@ func TestForResourceResyncByType(t *testing.T) {
 		return ev.Type == informer.Updated && !informer.ResourceVersionChanged()(ev)
 	}
 	h := informer.Handler{Predicates: []informer.Predicate{isResync}}
-	if _, err := widgets.Informer().AddEventHandler(h.ResourceEventHandler(func(types.NamespacedName, informer.Event) {
+	if _, err := widgets.AddEventHandler(h.ResourceEventHandler(func(types.NamespacedName, informer.Event) {
 		select {
 		case resynced <- struct{}{}:
 		default:

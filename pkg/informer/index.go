@@ -3,6 +3,7 @@ package informer
 import (
 	"errors"
 	"fmt"
+	"maps"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,18 +63,32 @@ func AddIndex[T runtime.Object](inf *Informer[T], name string, f IndexFunc[T]) e
 	case f == nil:
 		return fmt.Errorf("informer: AddIndex %q on %s: the index function is nil", name, inf.Name())
 	}
-	si := inf.Informer()
-	// Both indexes in one call: one lock, so no reader sees one without
-	// the other. client-go refuses a name it already has.
-	if err := si.AddIndexers(Indexers(name, f)); err != nil {
-		// IndexKeys fails only for an undeclared index; unlike
-		// GetIndexers, it reads under the store's lock.
-		if _, undeclared := si.GetIndexer().IndexKeys(name, ""); undeclared == nil {
-			return fmt.Errorf("informer: AddIndex %q on %s: %w: declare each name once per informer, or share the one declared",
-				name, inf.Name(), ErrIndexExists)
-		}
-		return fmt.Errorf("informer: AddIndex %q on %s: %w", name, inf.Name(), err)
+	return inf.addIndex(name, Indexers(name, f))
+}
+
+// addIndex declares the index name, made of idx (the index and its
+// companion), on every running part and on the parts to come.
+func (e *entry) addIndex(name string, idx cache.Indexers) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.removed {
+		return fmt.Errorf("informer: AddIndex %q on %s: %w", name, e.name, ErrRemoved)
 	}
+	if _, ok := e.indexers[name]; ok || name == cache.NamespaceIndex {
+		return fmt.Errorf("informer: AddIndex %q on %s: %w: declare each name once per informer, or share the one declared",
+			name, e.name, ErrIndexExists)
+	}
+	for _, p := range e.current() {
+		// Both indexes in one call: one lock, so no reader sees one
+		// without the other.
+		if err := p.inf.AddIndexers(maps.Clone(idx)); err != nil {
+			return fmt.Errorf("informer: AddIndex %q on %s: %w", name, e.name, err)
+		}
+	}
+	if e.indexers == nil {
+		e.indexers = make(cache.Indexers)
+	}
+	maps.Copy(e.indexers, idx)
 	return nil
 }
 
@@ -131,25 +146,46 @@ func namespacedIndex(index string) string { return index + "\x00namespaced" }
 // AddIndex files the objects already cached. The objects belong to the
 // cache: DeepCopy before mutating. Safe for concurrent use.
 func (l Lister[T]) ByIndex(index, key string) ([]T, error) {
-	objs, err := l.indexer.ByIndex(index, key)
-	if err != nil {
-		return nil, fmt.Errorf("informer: %s has no index %q: declare it with informer.AddIndex before reading it: %w", l.gr, index, err)
-	}
-	return l.typed(objs)
+	return l.byIndex("", index, index, key)
 }
 
 // ByIndexInNamespace is ByIndex for the objects in namespace only: one
 // lookup of namespace/key in a companion index AddIndex maintains, not a
 // filter over ByIndex's result. An empty namespace means all namespaces,
 // as in ListInNamespace, and is the only way to find cluster-scoped
-// objects.
+// objects. A namespace the informer does not cache is an
+// ErrNamespaceNotCached error.
 func (l Lister[T]) ByIndexInNamespace(namespace, index, key string) ([]T, error) {
 	if namespace == "" {
 		return l.ByIndex(index, key)
 	}
-	objs, err := l.indexer.ByIndex(namespacedIndex(index), namespace+"/"+key)
+	return l.byIndex(namespace, index, namespacedIndex(index), namespace+"/"+key)
+}
+
+// byIndex looks key up in the client-go index named in, for the index the
+// user declared as index, in namespace's indexers.
+func (l Lister[T]) byIndex(namespace, index, in, key string) ([]T, error) {
+	undeclared := func(err error) error {
+		if namespace == "" {
+			return fmt.Errorf("informer: %s has no index %q: declare it with informer.AddIndex before reading it: %w", l.src.groupResource(), index, err)
+		}
+		return fmt.Errorf("informer: %s has no index %q for lookups by namespace: declare it with informer.AddIndex before reading it "+
+			"(for a Lister from NewLister, give its indexer informer.Indexers): %w", l.src.groupResource(), index, err)
+	}
+	if !l.src.hasIndex(in) {
+		return nil, undeclared(errors.New("not declared"))
+	}
+	idxs, err := l.src.readers(namespace)
 	if err != nil {
-		return nil, fmt.Errorf("informer: %s has no index %q for lookups by namespace: declare it with informer.AddIndex before reading it (for a Lister from NewLister, give its indexer informer.Indexers): %w", l.gr, index, err)
+		return nil, err
+	}
+	var objs []any
+	for _, idx := range idxs {
+		o, err := idx.ByIndex(in, key)
+		if err != nil {
+			return nil, undeclared(err)
+		}
+		objs = append(objs, o...)
 	}
 	return l.typed(objs)
 }
@@ -160,7 +196,7 @@ func (l Lister[T]) typed(objs []any) ([]T, error) {
 		t, ok := obj.(T)
 		if !ok {
 			var zero T
-			return nil, fmt.Errorf("informer: cache for %s holds %T, not %T", l.gr, obj, zero)
+			return nil, fmt.Errorf("informer: cache for %s holds %T, not %T", l.src.groupResource(), obj, zero)
 		}
 		out = append(out, t)
 	}

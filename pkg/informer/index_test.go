@@ -676,7 +676,7 @@ func TestIndexUnderConcurrentWrites(t *testing.T) {
 		default:
 		}
 	}
-	reg, err := cms.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := cms.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { handled() },
 		UpdateFunc: func(any, any) { handled() },
 		DeleteFunc: func(any) { handled() },

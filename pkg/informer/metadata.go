@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"reflect"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
@@ -39,8 +39,8 @@ var metadataType = reflect.TypeFor[*metav1.PartialObjectMetadata]()
 // A resource has one informer: declaring T's kind with ForMetadata and
 // with For or ForResource is an error, whichever comes second, naming the
 // declaration that exists. The same declaration rules as For apply
-// otherwise: before Start it consults the API server's discovery, after
-// Start it only returns informers declared before (ErrNotDeclared).
+// otherwise: it consults the API server's discovery (TypeOptions.WhenServed
+// lets it wait for the API), and after Start the informer starts at once.
 func ForMetadata[T runtime.Object](c *Cache) (*Informer[*metav1.PartialObjectMetadata], error) {
 	rt := reflect.TypeFor[T]()
 	if rt.Kind() != reflect.Pointer || rt.Elem().Kind() != reflect.Struct {
@@ -54,33 +54,31 @@ func ForMetadata[T runtime.Object](c *Cache) (*Informer[*metav1.PartialObjectMet
 		return nil, fmt.Errorf("informer: ForMetadata[%v]: type is not in the scheme: register it with its AddToScheme in informer.Options.Scheme: %w", rt, err)
 	}
 	gvk := gvks[0]
-	mapping, err := c.clients.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if meta.IsNoMatchError(err) {
-		return nil, fmt.Errorf("informer: ForMetadata[%v]: the API server does not serve %s (is its CRD installed?): %w", rt, gvk, err)
-	} else if err != nil {
-		return nil, fmt.Errorf("informer: ForMetadata[%v]: could not read the API server's discovery to find the resource of %s: %w", rt, gvk, err)
+	key := entryKey{gvk: gvk, goType: metadataType}
+	if e := c.lookup(key); e != nil {
+		return newInformer[*metav1.PartialObjectMetadata](e), nil
 	}
-	gvr := mapping.Resource
-	name := fmt.Sprintf("%s (metadata)", gvrString(gvr))
 	decl := fmt.Sprintf("informer.ForMetadata[%v]", rt)
-	e, err := c.declare(entryKey{gvr: gvr, goType: metadataType}, name, decl, func() (built, error) {
-		ns, tweak, err := c.scopeFor(rt, mapping.Scope.Name() != meta.RESTScopeNameRoot)
-		if err != nil {
-			return built{}, fmt.Errorf("informer: ForMetadata[%v]: %w", rt, err)
-		}
+	p, name, err := c.resolve(fmt.Sprintf("informer: ForMetadata[%v]", rt), rt, gvk, "metadata")
+	if err != nil {
+		return nil, err
+	}
+	e, err := c.declare(key, gvk.GroupKind(), rt, name, decl, p.resolved, func() (plan, error) {
 		mc, err := c.metadataClient()
 		if err != nil {
-			return built{}, fmt.Errorf("informer: ForMetadata[%v]: %w", rt, err)
+			return plan{}, fmt.Errorf("informer: ForMetadata[%v]: %w", rt, err)
 		}
-		inf := metadatainformer.NewFilteredMetadataInformer(mc, gvr, ns, c.resyncFor(rt),
-			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer()
-		return built{inf: inf, scope: newScope(ns, tweak), owned: true, convert: withKind(gvk)}, nil
+		p.newInformer = func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions)) (cache.SharedIndexInformer, error) {
+			return metadatainformer.NewFilteredMetadataInformer(mc, gvr, ns, c.resyncFor(rt),
+				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer(), nil
+		}
+		p.convert = withKind(gvk)
+		return p, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Informer[*metav1.PartialObjectMetadata]{entry: e,
-		lister: Lister[*metav1.PartialObjectMetadata]{indexer: e.inf.GetIndexer(), gr: gvr.GroupResource()}}, nil
+	return newInformer[*metav1.PartialObjectMetadata](e), nil
 }
 
 // metadataClient returns Clients.Metadata, building it from Clients.Config
@@ -101,20 +99,19 @@ func (c *Cache) metadataClient() (metadata.Interface, error) {
 	return mc, nil
 }
 
-// conflict returns an error if key's resource is already declared with the
-// other kind of informer: full objects (For, ForResource) against metadata
-// only (ForMetadata). A resource has one informer, so that its objects are
-// cached once and every Lister of it agrees. decl is the declaration being
-// made. Called under c.mu.
-func (c *Cache) conflict(key entryKey, decl string) error {
-	isMeta := key.goType == metadataType
-	for k, e := range c.entries {
-		if k.gvr != key.gvr || (k.goType == metadataType) == isMeta {
+// conflict returns an error if kind gk is already declared with the other
+// kind of informer: full objects (For, ForResource) against metadata only
+// (ForMetadata, isMeta). A resource has one informer, so that its objects
+// are cached once and every Lister of it agrees. decl is the declaration
+// being made. Called under c.mu.
+func (c *Cache) conflict(gk schema.GroupKind, isMeta bool, decl string) error {
+	for _, e := range c.order {
+		if e.gk != gk || (e.key.goType == metadataType) == isMeta {
 			continue
 		}
 		return fmt.Errorf("informer: %s: %s is already declared as %s: a resource has one informer, "+
 			"of full objects (informer.For, informer.ForResource) or of metadata only (informer.ForMetadata): pick one for every controller of the manager",
-			decl, gvrString(key.gvr), e.name)
+			decl, gk, e.name)
 	}
 	return nil
 }

@@ -163,7 +163,7 @@ func TestForMetadataListsAndWatchesMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, err := informer.ForMetadata[*corev1.Secret](c); err != nil || again.Informer() != secrets.Informer() {
+	if again, err := informer.ForMetadata[*corev1.Secret](c); err != nil || again != secrets {
 		t.Fatalf("second ForMetadata = %v, %v; want the same informer", again, err)
 	}
 	if got, want := secrets.GroupVersionResource(), corev1.SchemeGroupVersion.WithResource("secrets"); got != want {
@@ -222,9 +222,9 @@ func TestForMetadataScope(t *testing.T) {
 	cluster := newFakeCluster(t, kubescheme.Scheme, objs...)
 	clients, _ := metadataClients(t, cluster)
 	c, err := informer.New(clients, informer.Options{
-		Namespace:        "b",
+		Namespaces:       []string{"b"},
 		TweakListOptions: func(o *metav1.ListOptions) { o.LabelSelector = "app=x" },
-		ByType:           map[runtime.Object]informer.TypeOptions{&corev1.Secret{}: {Namespace: "a", LabelSelector: "tier=db"}},
+		ByType:           map[runtime.Object]informer.TypeOptions{&corev1.Secret{}: {Namespaces: []string{"a"}, LabelSelector: "tier=db"}},
 	})
 	if err != nil {
 		t.Fatal(err)

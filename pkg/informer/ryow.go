@@ -92,8 +92,10 @@ func (c *Cache) AwaitWrite(ctx context.Context, w Write) error {
 		key = w.Namespace + "/" + w.Name
 	}
 	for _, e := range entries {
-		if err := e.await(ctx, w, key); err != nil {
-			return err
+		for _, p := range e.current() {
+			if err := p.await(ctx, e.name, w, key); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -164,40 +166,40 @@ type writeTracker struct {
 
 // trackWrites adds the event handler that AwaitWrite relies on. client-go
 // calls it after the informer's store has applied the event.
-func (e *entry) trackWrites() error {
-	reg, err := e.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    e.observe,
-		UpdateFunc: func(_, obj any) { e.observe(obj) },
-		DeleteFunc: e.observe,
+func (p *part) trackWrites() error {
+	reg, err := p.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    p.observe,
+		UpdateFunc: func(_, obj any) { p.observe(obj) },
+		DeleteFunc: p.observe,
 	})
 	if err != nil {
-		return fmt.Errorf("informer: %s: adding the write tracker: %w", e.name, err)
+		return fmt.Errorf("adding the write tracker: %w", err)
 	}
-	e.writes.reg = reg
-	e.writes.waiters = make(map[chan struct{}]struct{})
+	p.writes.reg = reg
+	p.writes.waiters = make(map[chan struct{}]struct{})
 	return nil
 }
 
 // observe raises the mark to obj's resourceVersion and wakes the waiters.
-func (e *entry) observe(obj any) {
+func (p *part) observe(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
 	if m, err := meta.Accessor(obj); err == nil {
 		if rv, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64); err == nil {
-			for old := e.writes.mark.Load(); rv > old; old = e.writes.mark.Load() {
-				if e.writes.mark.CompareAndSwap(old, rv) {
+			for old := p.writes.mark.Load(); rv > old; old = p.writes.mark.Load() {
+				if p.writes.mark.CompareAndSwap(old, rv) {
 					break
 				}
 			}
 		}
 	}
-	if e.writes.waiting.Load() == 0 {
+	if p.writes.waiting.Load() == 0 {
 		return
 	}
-	e.writes.mu.Lock()
-	defer e.writes.mu.Unlock()
-	for ch := range e.writes.waiters {
+	p.writes.mu.Lock()
+	defer p.writes.mu.Unlock()
+	for ch := range p.writes.waiters {
 		select {
 		case ch <- struct{}{}:
 		default: // already woken
@@ -205,9 +207,11 @@ func (e *entry) observe(obj any) {
 	}
 }
 
-// await blocks until e reflects w, whose object is at key, or ctx ends.
-func (e *entry) await(ctx context.Context, w Write, key string) error {
-	t := &e.writes
+// await blocks until p reflects w, whose object is at key, or ctx ends,
+// or p is taken out of its entry (the API went away, or the informer was
+// removed: it will not hold the object). name names the informer.
+func (p *part) await(ctx context.Context, name string, w Write, key string) error {
+	t := &p.writes
 	wake := make(chan struct{}, 1)
 	t.mu.Lock()
 	t.waiters[wake] = struct{}{}
@@ -228,17 +232,19 @@ func (e *entry) await(ctx context.Context, w Write, key string) error {
 			synced = nil
 		default:
 		}
-		if e.reflects(w, key, synced == nil) {
+		if p.reflects(w, key, synced == nil) {
 			return nil
 		}
 		select {
 		case <-wake:
 		case <-synced:
+		case <-p.closed:
+			return nil
 		case <-ctx.Done():
 			if w.Deleted {
-				return fmt.Errorf("informer: %s: cache did not reflect the deletion of %s (uid %s): %w", e.name, key, w.UID, ctx.Err())
+				return fmt.Errorf("informer: %s: cache did not reflect the deletion of %s (uid %s): %w", name, key, w.UID, ctx.Err())
 			}
-			return fmt.Errorf("informer: %s: cache did not reflect the write of %s at resourceVersion %s: %w", e.name, key, w.ResourceVersion, ctx.Err())
+			return fmt.Errorf("informer: %s: cache did not reflect the write of %s at resourceVersion %s: %w", name, key, w.ResourceVersion, ctx.Err())
 		}
 	}
 }
@@ -247,9 +253,9 @@ func (e *entry) await(ctx context.Context, w Write, key string) error {
 // the initial list (synced), only finding the object at w's version or
 // later counts: list events arrive in no particular order, and a missing
 // object may just not be listed yet.
-func (e *entry) reflects(w Write, key string, synced bool) bool {
+func (p *part) reflects(w Write, key string, synced bool) bool {
 	var m metav1.Object
-	if obj, ok, err := e.inf.GetIndexer().GetByKey(key); err == nil && ok {
+	if obj, ok, err := p.inf.GetIndexer().GetByKey(key); err == nil && ok {
 		m, _ = meta.Accessor(obj)
 	}
 	if w.Deleted {
@@ -267,10 +273,10 @@ func (e *entry) reflects(w Write, key string, synced bool) bool {
 	// w.ResourceVersion or later means every change up to it is stored,
 	// unless the store holds the written object at an older version.
 	stale := m != nil && m.GetUID() == w.UID
-	if rv, err := strconv.ParseUint(w.ResourceVersion, 10, 64); err == nil && !stale && e.writes.mark.Load() >= rv {
+	if rv, err := strconv.ParseUint(w.ResourceVersion, 10, 64); err == nil && !stale && p.writes.mark.Load() >= rv {
 		return true
 	}
 	// Out of scope: the informer will never hold it. If it still holds the
 	// key, an event removing that object is on its way.
-	return m == nil && e.scope.excludes(w)
+	return m == nil && p.scope.excludes(w)
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -49,7 +50,7 @@ func TestAwaitWriteDeregisters(t *testing.T) {
 	if err := c.AwaitWrite(short, w); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("AwaitWrite of a version never written = %v, want context.DeadlineExceeded", err)
 	}
-	tr := &cms.entry.writes
+	tr := &cms.entry.current()[0].writes
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	if n, left := tr.waiting.Load(), len(tr.waiters); n != 0 || left != 0 {
@@ -60,18 +61,8 @@ func TestAwaitWriteDeregisters(t *testing.T) {
 // TestReflectsBeforeSync: while the initial list is delivered, in no
 // particular order, a high mark does not mean the store is complete.
 func TestReflectsBeforeSync(t *testing.T) {
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
-	c, err := New(Clients{Kube: fake.NewClientset(), Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), Mapper: mapper},
-		Options{Namespace: "team-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cms, err := For[*corev1.ConfigMap](c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := cms.entry
+	inf := informers.NewSharedInformerFactoryWithOptions(fake.NewClientset(), 0, informers.WithNamespace("team-a")).Core().V1().ConfigMaps().Informer()
+	e := &part{inf: inf, scope: newScope("team-a", nil), closed: make(chan struct{})}
 	e.writes.mark.Store(100) // as if an object listed at 100 was stored
 	for _, w := range []Write{
 		{Namespace: "team-a", Name: "a", UID: "uid-a", ResourceVersion: "50"},  // below the mark

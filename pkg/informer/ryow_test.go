@@ -292,13 +292,13 @@ func TestAwaitWriteOutOfScope(t *testing.T) {
 	}{
 		{
 			name: "other namespace",
-			opts: informer.Options{Namespace: "team-a"},
+			opts: informer.Options{Namespaces: []string{"team-a"}},
 			in:   wrote(versioned("team-a", "a", "u", "99", nil)),
 			out:  wrote(versioned("team-b", "a", "u", "99", nil)),
 		},
 		{
 			name: "ByType namespace",
-			opts: informer.Options{ByType: map[runtime.Object]informer.TypeOptions{&corev1.ConfigMap{}: {Namespace: "team-a"}}},
+			opts: informer.Options{ByType: map[runtime.Object]informer.TypeOptions{&corev1.ConfigMap{}: {Namespaces: []string{"team-a"}}}},
 			in:   wrote(versioned("team-a", "a", "u", "99", nil)),
 			out:  wrote(versioned("team-b", "a", "u", "99", nil)),
 		},

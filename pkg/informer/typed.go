@@ -6,6 +6,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,24 +24,42 @@ type Informer[T runtime.Object] struct {
 	lister Lister[T]
 }
 
+// newInformer returns e's Informer[T], the same value on every call: an
+// entry is declared for one T.
+func newInformer[T runtime.Object](e *entry) *Informer[T] {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if i, ok := e.typed.(*Informer[T]); ok {
+		return i
+	}
+	i := &Informer[T]{entry: e, lister: Lister[T]{src: e}}
+	e.typed = i
+	return i
+}
+
 // Lister reads the cache. It never calls the API server.
 func (i *Informer[T]) Lister() Lister[T] { return i.lister }
 
-// GroupVersionResource is the resource the informer watches.
-func (i *Informer[T]) GroupVersionResource() schema.GroupVersionResource { return i.gvr }
+// GroupVersionResource is the resource the informer watches; the zero
+// value while an informer declared with TypeOptions.WhenServed has not
+// found its API in discovery yet.
+func (i *Informer[T]) GroupVersionResource() schema.GroupVersionResource { return i.resource() }
 
 // For declares, or returns the already declared, informer for the Go type T,
 // a pointer to an API type registered in the Cache's scheme: a built-in
-// type such as *corev1.ConfigMap (served by the SharedInformerFactory) or a
-// custom type such as *v1alpha1.Website (listed and watched as JSON decoded
-// straight into T, through a REST client built from Clients.Config, or
-// through the dynamic client and converted to T when Config is nil; no
-// generated clientset needed). With Config, the custom type's List type,
-// named after its kind (WebsiteList), must be in the scheme too.
+// type such as *corev1.ConfigMap (built by a client-go
+// SharedInformerFactory) or a custom type such as *v1alpha1.Website
+// (listed and watched as JSON decoded straight into T, through a REST
+// client built from Clients.Config, or through the dynamic client and
+// converted to T when Config is nil; no generated clientset needed). With
+// Config, the custom type's List type, named after its kind (WebsiteList),
+// must be in the scheme too.
 //
-// Before the Cache starts, For consults the API server's discovery and fails
-// if the server does not serve the type. After Start it only returns
-// informers declared before, and otherwise fails with ErrNotDeclared.
+// For consults the API server's discovery and fails if the server does not
+// serve the type, unless the type's TypeOptions.WhenServed is set: the
+// informer then waits for it. An informer declared after the Cache started
+// starts at once; wait for it with WaitForSources before reading its
+// Lister, or let a manager's controller do it.
 func For[T runtime.Object](c *Cache) (*Informer[T], error) {
 	// TypeFor, not TypeOf(zero): for an interface T the zero value is nil
 	// and the error would name <nil> instead of T.
@@ -53,89 +72,135 @@ func For[T runtime.Object](c *Cache) (*Informer[T], error) {
 		return nil, fmt.Errorf("informer: For[%v]: type is not in the scheme: register it with its AddToScheme in informer.Options.Scheme: %w", rt, err)
 	}
 	gvk := gvks[0]
-	mapping, err := c.clients.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if meta.IsNoMatchError(err) {
-		return nil, fmt.Errorf("informer: For[%v]: the API server does not serve %s (is its CRD installed?): %w", rt, gvk, err)
-	} else if err != nil {
-		return nil, fmt.Errorf("informer: For[%v]: could not read the API server's discovery to find the resource of %s: %w", rt, gvk, err)
+	key := entryKey{gvk: gvk, goType: rt}
+	if e := c.lookup(key); e != nil {
+		return newInformer[T](e), nil
 	}
-	gvr := mapping.Resource
-	name := fmt.Sprintf("%s (%v)", gvrString(gvr), rt)
 	decl := fmt.Sprintf("informer.For[%v]", rt)
-	e, err := c.declare(entryKey{gvr: gvr, goType: rt}, name, decl, func() (built, error) {
-		ns, tweak, err := c.scopeFor(rt, mapping.Scope.Name() != meta.RESTScopeNameRoot)
-		if err != nil {
-			return built{}, fmt.Errorf("informer: For[%v]: %w", rt, err)
-		}
+	p, name, err := c.resolve(fmt.Sprintf("informer: For[%v]", rt), rt, gvk, "")
+	if err != nil {
+		return nil, err
+	}
+	e, err := c.declare(key, gvk.GroupKind(), rt, name, decl, p.resolved, func() (plan, error) {
 		if kube.BuiltIn(gvk, rt) {
-			factory := c.factory
-			if _, narrowed := c.byType[rt]; narrowed {
-				// Its own factory: the shared one has one scope for all.
-				factory = informers.NewSharedInformerFactoryWithOptions(c.clients.Kube, c.resyncFor(rt),
+			p.newInformer = func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions)) (cache.SharedIndexInformer, error) {
+				// A factory per informer: each namespace's informer is
+				// started and stopped on its own.
+				f := informers.NewSharedInformerFactoryWithOptions(c.clients.Kube, c.resyncFor(rt),
 					informers.WithNamespace(ns), informers.WithTweakListOptions(tweak))
-				c.factories = append(c.factories, factory)
+				gi, err := f.ForResource(gvr)
+				if err != nil {
+					return nil, err
+				}
+				return gi.Informer(), nil
 			}
-			gi, err := factory.ForResource(gvr)
-			if err != nil {
-				return built{}, fmt.Errorf("informer: For[%v]: %w", rt, err)
-			}
-			return built{inf: gi.Informer(), scope: newScope(ns, tweak)}, nil
+			return p, nil
 		}
 		if c.clients.Config == nil {
-			inf := dynamicinformer.NewFilteredDynamicInformer(c.clients.Dynamic, gvr, ns, c.resyncFor(rt),
-				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer()
-			return built{inf: inf, scope: newScope(ns, tweak), owned: true, convert: toTyped(rt)}, nil
+			p.newInformer = c.dynamicInformer(rt)
+			p.convert = toTyped(rt)
+			return p, nil
 		}
-		inf, err := c.typedInformer(rt, gvk, gvr, ns, tweak, name)
+		newInf, err := c.typedInformer(rt, gvk, name)
 		if err != nil {
-			return built{}, fmt.Errorf("informer: For[%v]: %w", rt, err)
+			return plan{}, fmt.Errorf("informer: For[%v]: %w", rt, err)
 		}
-		return built{inf: inf, scope: newScope(ns, tweak), owned: true, convert: withKind(gvk)}, nil
+		p.newInformer = newInf
+		p.convert = withKind(gvk)
+		return p, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Informer[T]{entry: e, lister: Lister[T]{indexer: e.inf.GetIndexer(), gr: gvr.GroupResource()}}, nil
+	return newInformer[T](e), nil
+}
+
+// lookup returns the entry declared under key, or nil.
+func (c *Cache) lookup(key entryKey) *entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entries[key]
+}
+
+// resolve finds the resource of kind gvk (Go type rt) in discovery and
+// returns the plan's resource part and the informer's name, its resource
+// followed by what (rt when empty). When the kind is not served and rt's
+// TypeOptions.WhenServed is set, the plan is unresolved and the resource
+// in the name is guessed from the kind. Errors begin with where.
+func (c *Cache) resolve(where string, rt reflect.Type, gvk schema.GroupVersionKind, what string) (plan, string, error) {
+	if what == "" {
+		what = rt.String()
+	}
+	p := plan{gvk: gvk}
+	mapping, err := c.clients.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	switch {
+	case meta.IsNoMatchError(err) && c.whenServed(rt):
+		guess, _ := meta.UnsafeGuessKindToResource(gvk)
+		return p, fmt.Sprintf("%s (%s)", gvrString(guess), what), nil
+	case meta.IsNoMatchError(err):
+		return p, "", fmt.Errorf("%s: the API server does not serve %s (is its CRD installed? To start the informer once it is, set TypeOptions.WhenServed): %w", where, gvk, err)
+	case err != nil:
+		return p, "", fmt.Errorf("%s: could not read the API server's discovery to find the resource of %s: %w", where, gvk, err)
+	}
+	p.resolved, p.gvr = true, mapping.Resource
+	p.namespaced = mapping.Scope.Name() != meta.RESTScopeNameRoot
+	if _, _, err := c.scopeFor(rt, p.namespaced); err != nil {
+		return p, "", fmt.Errorf("%s: %w", where, err)
+	}
+	return p, fmt.Sprintf("%s (%s)", gvrString(p.gvr), what), nil
+}
+
+// dynamicInformer builds informers of the dynamic client, resynced as Go
+// type rt (nil: the Cache's default).
+func (c *Cache) dynamicInformer(rt reflect.Type) func(schema.GroupVersionResource, string, func(*metav1.ListOptions)) (cache.SharedIndexInformer, error) {
+	return func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions)) (cache.SharedIndexInformer, error) {
+		return dynamicinformer.NewFilteredDynamicInformer(c.clients.Dynamic, gvr, ns, c.resyncFor(rt),
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer(), nil
+	}
 }
 
 // ForResource declares, or returns the already declared, informer for any
 // resource as unstructured objects, through the dynamic client. The same
-// declaration rules as For apply, and so do the entries of Options.ByType
+// declaration rules as For apply, except that the resource must be served
+// (WhenServed is for Go types), and so do the entries of Options.ByType
 // and Options.ResyncByType whose Go type the Cache's scheme maps to the
 // resource's kind: the unstructured informer of a resource is narrowed and
 // resynced like its typed one.
 func ForResource(c *Cache, gvr schema.GroupVersionResource) (*Informer[*unstructured.Unstructured], error) {
+	key := entryKey{gvr: gvr}
+	if e := c.lookup(key); e != nil {
+		return newInformer[*unstructured.Unstructured](e), nil
+	}
+	decl := fmt.Sprintf("informer.ForResource(%q)", gvrString(gvr))
+	where := fmt.Sprintf("informer: ForResource(%s)", gvrString(gvr))
 	gvk, err := c.clients.Mapper.KindFor(gvr)
 	if meta.IsNoMatchError(err) {
-		return nil, fmt.Errorf("informer: ForResource(%s): the API server does not serve it (is its CRD installed?): %w", gvrString(gvr), err)
+		return nil, fmt.Errorf("%s: the API server does not serve it (is its CRD installed?): %w", where, err)
 	} else if err != nil {
-		return nil, fmt.Errorf("informer: ForResource(%s): could not read the API server's discovery to find it: %w", gvrString(gvr), err)
+		return nil, fmt.Errorf("%s: could not read the API server's discovery to find it: %w", where, err)
 	}
-	name := fmt.Sprintf("%s (unstructured)", gvrString(gvr))
-	decl := fmt.Sprintf("informer.ForResource(%q)", gvrString(gvr))
-	e, err := c.declare(entryKey{gvr: gvr, untyped: true}, name, decl, func() (built, error) {
-		mapping, err := c.clients.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			return built{}, fmt.Errorf("informer: ForResource(%s): %w", gvrString(gvr), err)
-		}
-		// The Go type of the kind, if the scheme has one: ByType and
-		// ResyncByType are keyed by it. Nil leaves the Cache's defaults.
-		var rt reflect.Type
-		if t, ok := c.scheme.AllKnownTypes()[gvk]; ok {
-			rt = reflect.PointerTo(t)
-		}
-		ns, tweak, err := c.scopeFor(rt, mapping.Scope.Name() != meta.RESTScopeNameRoot)
-		if err != nil {
-			return built{}, fmt.Errorf("informer: ForResource(%s): %w", gvrString(gvr), err)
-		}
-		inf := dynamicinformer.NewFilteredDynamicInformer(c.clients.Dynamic, gvr, ns, c.resyncFor(rt),
-			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer()
-		return built{inf: inf, scope: newScope(ns, tweak), owned: true}, nil
+	// The Go type of the kind, if the scheme has one: ByType and
+	// ResyncByType are keyed by it. Nil leaves the Cache's defaults.
+	var rt reflect.Type
+	if t, ok := c.scheme.AllKnownTypes()[gvk]; ok {
+		rt = reflect.PointerTo(t)
+	}
+	p, name, err := c.resolve(where, rt, gvk, "unstructured")
+	if err != nil {
+		return nil, err
+	}
+	if !p.resolved {
+		return nil, fmt.Errorf("%s: the API server does not serve it (is its CRD installed?)", where)
+	}
+	p.gvr = gvr // the version asked for
+	e, err := c.declare(key, gvk.GroupKind(), rt, name, decl, true, func() (plan, error) {
+		p.newInformer = c.dynamicInformer(rt)
+		return p, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Informer[*unstructured.Unstructured]{entry: e, lister: Lister[*unstructured.Unstructured]{indexer: e.inf.GetIndexer(), gr: gvr.GroupResource()}}, nil
+	return newInformer[*unstructured.Unstructured](e), nil
 }
 
 // toTyped converts unstructured objects from the dynamic client into new
@@ -163,9 +228,35 @@ func gvrString(gvr schema.GroupVersionResource) string {
 
 // Lister reads objects of type T from an informer's cache. The objects
 // belong to the cache: DeepCopy before mutating. Safe for concurrent use.
+// An informer over several namespaces is read as one.
 type Lister[T runtime.Object] struct {
-	indexer cache.Indexer
-	gr      schema.GroupResource
+	src reader
+}
+
+// reader is what a Lister reads: the indexers holding a namespace's
+// objects.
+type reader interface {
+	// readers returns the indexers that hold namespace's objects ("" for
+	// all), or an error when the namespace is not cached.
+	readers(namespace string) ([]cache.Indexer, error)
+	groupResource() schema.GroupResource
+	// hasIndex reports whether the index name was declared.
+	hasIndex(name string) bool
+}
+
+// fixed is the reader of NewLister: one indexer.
+type fixed struct {
+	idx cache.Indexer
+	gr  schema.GroupResource
+}
+
+func (f fixed) readers(string) ([]cache.Indexer, error) { return []cache.Indexer{f.idx}, nil }
+func (f fixed) groupResource() schema.GroupResource     { return f.gr }
+func (f fixed) hasIndex(name string) bool {
+	// IndexKeys fails only for an undeclared index; unlike GetIndexers,
+	// it reads under the store's lock.
+	_, err := f.idx.IndexKeys(name, "")
+	return err == nil
 }
 
 // NewLister returns a Lister[T] that reads indexer, whose keys must be
@@ -175,29 +266,38 @@ type Lister[T runtime.Object] struct {
 // one and scans every object otherwise. For tests, and for caches built
 // outside a Cache: a Lister from an Informer needs no NewLister.
 func NewLister[T runtime.Object](indexer cache.Indexer, gr schema.GroupResource) Lister[T] {
-	return Lister[T]{indexer: indexer, gr: gr}
+	return Lister[T]{src: fixed{idx: indexer, gr: gr}}
 }
 
 // Get returns the object namespace/name (namespace empty for cluster-scoped
-// objects), or an error for which apierrors.IsNotFound is true.
+// objects), or an error for which apierrors.IsNotFound is true. A
+// namespace the informer does not cache is an ErrNamespaceNotCached error,
+// not NotFound.
 func (l Lister[T]) Get(namespace, name string) (T, error) {
+	var zero T
+	idxs, err := l.src.readers(namespace)
+	if err != nil {
+		return zero, err
+	}
 	key := name
 	if namespace != "" {
 		key = namespace + "/" + name
 	}
-	var zero T
-	obj, ok, err := l.indexer.GetByKey(key)
-	if err != nil {
-		return zero, err
+	for _, idx := range idxs {
+		obj, ok, err := idx.GetByKey(key)
+		if err != nil {
+			return zero, err
+		}
+		if !ok {
+			continue
+		}
+		t, ok := obj.(T)
+		if !ok {
+			return zero, fmt.Errorf("informer: cache for %s holds %T, not %T", l.src.groupResource(), obj, zero)
+		}
+		return t, nil
 	}
-	if !ok {
-		return zero, apierrors.NewNotFound(l.gr, name)
-	}
-	t, ok := obj.(T)
-	if !ok {
-		return zero, fmt.Errorf("informer: cache for %s holds %T, not %T", l.gr, obj, zero)
-	}
-	return t, nil
+	return zero, apierrors.NewNotFound(l.src.groupResource(), name)
 }
 
 // List returns the objects in all namespaces that match selector; a nil
@@ -208,9 +308,15 @@ func (l Lister[T]) List(selector labels.Selector) ([]T, error) {
 
 // ListInNamespace returns the objects in namespace that match selector; an
 // empty namespace means all namespaces, a nil selector matches everything.
+// A namespace the informer does not cache is an ErrNamespaceNotCached
+// error.
 func (l Lister[T]) ListInNamespace(namespace string, selector labels.Selector) ([]T, error) {
 	if selector == nil {
 		selector = labels.Everything()
+	}
+	idxs, err := l.src.readers(namespace)
+	if err != nil {
+		return nil, err
 	}
 	var out []T
 	var bad error
@@ -218,19 +324,20 @@ func (l Lister[T]) ListInNamespace(namespace string, selector labels.Selector) (
 		t, ok := obj.(T)
 		if !ok {
 			var zero T
-			bad = fmt.Errorf("informer: cache for %s holds %T, not %T", l.gr, obj, zero)
+			bad = fmt.Errorf("informer: cache for %s holds %T, not %T", l.src.groupResource(), obj, zero)
 			return
 		}
 		out = append(out, t)
 	}
-	var err error
-	if namespace == "" {
-		err = cache.ListAll(l.indexer, selector, add)
-	} else {
-		err = cache.ListAllByNamespace(l.indexer, namespace, selector, add)
-	}
-	if err != nil {
-		return nil, err
+	for _, idx := range idxs {
+		if namespace == "" {
+			err = cache.ListAll(idx, selector, add)
+		} else {
+			err = cache.ListAllByNamespace(idx, namespace, selector, add)
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	return out, bad
 }

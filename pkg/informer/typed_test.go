@@ -175,7 +175,7 @@ func TestForResourceUnstructured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Informer() != widgets.Informer() {
+	if again != widgets {
 		t.Error("ForResource twice returned two different informers")
 	}
 	start(t, c)

@@ -21,6 +21,16 @@
 //     reconciles and Runnables get Options.ShutdownTimeout to finish; then
 //     the informers and the HTTP server stop and Run returns.
 //
+// Controllers may also be added (AddController) and removed
+// (RemoveController) while Run runs, with informers declared then: a
+// controller added while running waits until its informers have synced
+// (the sync gate, bounded by Options.CacheSyncTimeout) and starts; a
+// removed one stops as on shutdown, and the informers only it used
+// (its watches' sources and ControllerOptions.Reads) stop and free their
+// objects. Whenever an informer a controller uses is served but not
+// synced (a CRD installed or recreated while running, see package
+// informer), the controller's workers hold their keys until it has synced.
+//
 // An error from any controller or Runnable, leader-only or not, stops Run
 // the same way. Losing the lease aborts the leader-only work at once (see
 // package leader for the fencing that keeps a replica that lost the lease

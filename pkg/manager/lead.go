@@ -15,18 +15,11 @@ import (
 	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
 )
 
-// leaderWork is a leader-only controller and what feeds it.
-type leaderWork struct {
-	ctrl    *reconcile.Controller
-	replays []replay
-	gate    *gate
-}
-
 // replay re-delivers a watch's cached objects to its handler.
 type replay struct {
 	source       informer.Source
 	handler      cache.ResourceEventHandler
-	registration cache.ResourceEventHandlerRegistration
+	registration *informer.Registration
 }
 
 // gate lets a leader-only controller's events reach its queue only while
@@ -92,24 +85,37 @@ func (m *Manager) campaign(ctx context.Context) error {
 // this one stood by, is missed. It returns once all of them have returned,
 // or were left running past the abort or shutdown timeout (an error).
 func (m *Manager) lead(leadCtx context.Context) error {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(leadCtx)) // keeps the term
+	defer cancel(nil)
+	t := &term{ctx: ctx, cancel: cancel}
 	m.mu.Lock()
-	work := slices.Clone(m.leaderOnly)
+	var work []*controller
+	for _, c := range m.controllers {
+		if c.leaderOnly() {
+			work = append(work, c)
+			c.runs.Add(1)
+		}
+	}
 	runnables := slices.Clone(m.leaderRunnables)
+	m.term = t // leader-only controllers added from here on join t
 	m.mu.Unlock()
 
 	// Events first, then the replay: an object changed in between is in
 	// the cache when it is replayed, or its event passes the open gate.
-	for _, w := range work {
-		w.gate.set(true)
+	for _, c := range work {
+		c.gate.set(true)
 	}
 	closeGates := func() {
-		for _, w := range work {
-			w.gate.set(false)
+		m.mu.Lock()
+		all := slices.Clone(m.controllers)
+		m.mu.Unlock()
+		for _, c := range append(all, work...) {
+			if c.leaderOnly() {
+				c.gate.set(false)
+			}
 		}
 	}
 	defer closeGates()
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(leadCtx)) // keeps the term
-	defer cancel(nil)
 	stop := context.AfterFunc(leadCtx, func() {
 		closeGates() // before the controllers stop and renew their queues
 		cause := context.Cause(leadCtx)
@@ -124,18 +130,19 @@ func (m *Manager) lead(leadCtx context.Context) error {
 	defer stop()
 
 	var members []member
-	for _, w := range work {
-		for _, r := range w.replays {
-			for _, obj := range r.source.Informer().GetStore().List() {
-				r.handler.OnAdd(obj, true)
-			}
-		}
-		members = append(members, member{name: "controller " + w.ctrl.Name(), start: w.ctrl.Start, bounded: true})
+	for _, c := range work {
+		c.replay()
+		members = append(members, member{name: "controller " + c.ctrl.Name(), start: c.start, bounded: true})
 	}
 	for i, r := range runnables {
 		members = append(members, member{name: "leader-only " + runnableName(i, r), start: r.Start})
 	}
-	return m.runAll(ctx, cancel, members)
+	err := m.runAll(ctx, cancel, members)
+	m.mu.Lock()
+	m.term = nil
+	m.mu.Unlock()
+	t.wg.Wait() // the controllers that joined; they bound their own shutdown
+	return errors.Join(append([]error{err}, t.errs...)...)
 }
 
 // abortRun ends Run's ctx at once (reconcile.ErrAborted) because of loss,

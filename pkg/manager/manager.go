@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -16,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -71,8 +69,7 @@ type Manager struct {
 	elector *leader.Elector // nil without leader election
 
 	mu              sync.Mutex
-	controllers     []*reconcile.Controller
-	leaderOnly      []leaderWork // controllers that run only on the leader
+	controllers     []*controller
 	runnables       []Runnable
 	leaderRunnables []Runnable
 	checks          map[string]func() error
@@ -81,6 +78,13 @@ type Manager struct {
 	stopped         bool                    // Run has returned; events are dropped
 	cancelRun       context.CancelCauseFunc // of Run's ctx, while it runs
 	lost            error                   // the lease loss that made Run abort
+	// runCtx is Run's ctx once its controllers started (nil before and
+	// after): a controller added then starts at once, counted in extra.
+	runCtx context.Context
+	extra  sync.WaitGroup
+	// term is the current term of leadership while lead runs, for
+	// leader-only controllers added during it.
+	term *term
 }
 
 // New validates opts and builds the clients, the cache and the metrics of a
@@ -238,72 +242,6 @@ func (m *Manager) Registry() prometheus.Registerer { return m.registry }
 
 // Logger is the manager's logger.
 func (m *Manager) Logger() logr.Logger { return m.log }
-
-// AddController creates a controller named name that reconciles with r and
-// is fed by watches, and registers it to run in Run. Names are unique per
-// manager. It fails after Run has started, on a duplicate name, on a watch
-// whose source was not declared on this manager's cache, or on invalid
-// options.
-func (m *Manager) AddController(name string, r reconcile.Reconciler, opts ControllerOptions, watches ...Watch) (*reconcile.Controller, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	// Checked under mu, which Run holds while it sets started: a controller
-	// is either added before Run or refused, never added and left unrun.
-	if m.started.Load() {
-		return nil, fmt.Errorf("manager: AddController(%q) after Run started: add every controller before Run", name)
-	}
-	if slices.ContainsFunc(m.controllers, func(c *reconcile.Controller) bool { return c.Name() == name }) {
-		return nil, fmt.Errorf("manager: a controller named %q already exists: controller names must be unique per manager", name)
-	}
-	declared := m.cache.Informers()
-	for i, w := range watches {
-		if w.Source == nil {
-			return nil, fmt.Errorf("manager: controller %q: watch %d has no Source: pass an informer from informer.For", name, i)
-		}
-		if !slices.ContainsFunc(declared, func(s informer.Source) bool { return s.Informer() == w.Source.Informer() }) {
-			return nil, fmt.Errorf("manager: controller %q: watch source %s was not declared on this manager's cache", name, w.Source.Name())
-		}
-	}
-	ctrl, err := reconcile.New(name, r, reconcile.Options{
-		Workers:         opts.Workers,
-		Timeout:         opts.Timeout,
-		ShutdownTimeout: m.opts.ShutdownTimeout,
-		RateLimiter:     opts.RateLimiter,
-		QueueMetrics:    m.qMetrics,
-		Metrics:         m.rMetrics,
-		Logger:          m.log,
-		AbortTimeout:    m.abortTimeout(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	var g *gate // nil: events always reach the queue
-	if m.elector != nil && !opts.EveryReplica {
-		g = &gate{}
-	}
-	var replays []replay
-	for _, w := range watches {
-		h := informer.Handler{Map: w.Map, Predicates: w.Predicates}
-		enqueue := func(key types.NamespacedName, ev informer.Event) {
-			g.do(func() { ctrl.EnqueuePriority(reconcile.Request{NamespacedName: key}, priorityOf(ev)) })
-		}
-		reh := h.ResourceEventHandler(enqueue)
-		reg, err := w.Source.Informer().AddEventHandler(reh)
-		if err != nil {
-			for _, r := range replays { // leave nothing behind
-				_ = r.source.Informer().RemoveEventHandler(r.registration)
-			}
-			ctrl.Queue().ShutDown()
-			return nil, fmt.Errorf("manager: controller %q: watching %s: %w", name, w.Source.Name(), err)
-		}
-		replays = append(replays, replay{source: w.Source, handler: reh, registration: reg})
-	}
-	m.controllers = append(m.controllers, ctrl)
-	if g != nil {
-		m.leaderOnly = append(m.leaderOnly, leaderWork{ctrl: ctrl, replays: replays, gate: g})
-	}
-	return ctrl, nil
-}
 
 // priorityOf ranks an event: the initial list and resyncs that changed
 // nothing wait behind real changes.

@@ -97,7 +97,7 @@ func TestAddControllerErrors(t *testing.T) {
 			ctrl:    "foreign-source",
 			r:       newRecorder(),
 			watches: []manager.Watch{{Source: otherCMs}},
-			want:    "watch source configmaps.v1 (*v1.ConfigMap) was not declared on this manager's cache",
+			want:    "Cache.Use(configmaps.v1 (*v1.ConfigMap)): the informer was not declared on this cache",
 		},
 		{
 			name: "invalid controller options",
@@ -171,14 +171,6 @@ func TestAfterRunStarted(t *testing.T) {
 		want string
 	}{
 		{
-			name: "AddController",
-			do: func() error {
-				_, err := m.AddController("late", newRecorder(), manager.ControllerOptions{})
-				return err
-			},
-			want: `AddController("late") after Run started`,
-		},
-		{
 			name: "Add",
 			do: func() error {
 				return m.Add(runnableFunc(func(ctx context.Context) error { <-ctx.Done(); return nil }))
@@ -204,5 +196,8 @@ func TestAfterRunStarted(t *testing.T) {
 	}
 	if err := m.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "Run called twice") {
 		t.Errorf("Run after Run returned: %v, want the twice error", err)
+	}
+	if _, err := m.AddController("late", newRecorder(), manager.ControllerOptions{}); err == nil || !strings.Contains(err.Error(), `AddController("late") after Run returned`) {
+		t.Errorf("AddController after Run returned: %v, want an error saying so", err)
 	}
 }

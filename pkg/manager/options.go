@@ -79,6 +79,14 @@ type ControllerOptions struct {
 	// its replica stands by; when the replica takes over, every cached
 	// object of its watches is queued.
 	EveryReplica bool
+	// Reads are informers the Reconciler reads through their Listers but
+	// does not watch. With the sources of the watches, they are the
+	// controller's informers: its workers start no Reconcile while one of
+	// them is served but not synced (a CRD installed or recreated while
+	// the manager runs), and the manager holds them (informer.Cache.Use)
+	// until the controller is removed, so the informer of a type no other
+	// controller uses stops then.
+	Reads []informer.Source
 }
 
 // validate checks opts and fills in defaults.

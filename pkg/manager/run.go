@@ -80,18 +80,24 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 	m.mu.Lock()
 	var members []member
 	for _, c := range m.controllers {
-		if !slices.ContainsFunc(m.leaderOnly, func(w leaderWork) bool { return w.ctrl == c }) {
-			members = append(members, member{name: "controller " + c.Name(), start: c.Start, bounded: true})
+		if !c.leaderOnly() {
+			c.runs.Add(1)
+			members = append(members, member{name: "controller " + c.ctrl.Name(), start: c.start, bounded: true})
 		}
 	}
 	for i, r := range m.runnables {
 		members = append(members, member{name: runnableName(i, r), start: r.Start})
 	}
+	m.runCtx = ctx // controllers added from here on start at once
 	m.mu.Unlock()
 	if m.elector != nil {
 		members = append(members, member{name: "leader election", start: m.campaign, bounded: true})
 	}
 	err = m.runAll(ctx, func(err error) { cancel(m.stopCause(err)) }, members)
+	m.mu.Lock()
+	m.runCtx = nil
+	m.mu.Unlock()
+	m.extra.Wait() // controllers added while running; they bound their own shutdown
 	<-stopping
 
 	m.mu.Lock()
@@ -194,7 +200,7 @@ func (m *Manager) shutDownQueues() {
 	ctrls := slices.Clone(m.controllers)
 	m.mu.Unlock()
 	for _, c := range ctrls {
-		c.Queue().ShutDown()
+		c.ctrl.Queue().ShutDown()
 	}
 }
 

@@ -68,6 +68,13 @@ type Options struct {
 	Logger logr.Logger
 	// Clock is used for metrics timestamps. Nil means the real clock.
 	Clock clock.PassiveClock
+	// Ready, when set, is asked before each Reconcile: while it returns
+	// false, a worker holds the key it took, asks again every 50ms, and
+	// reconciles once it returns true (or leaves the key, as any other,
+	// when Start stops). A manager sets it to "every informer the
+	// controller reads has synced", the sync gate. It must be fast and
+	// must not block. Nil means always ready.
+	Ready func() bool
 }
 
 // Controller runs workers that drain a workqueue of Requests into a
@@ -81,6 +88,7 @@ type Controller struct {
 	abortTimeout    time.Duration
 	log             logr.Logger
 	clock           clock.PassiveClock
+	ready           func() bool
 	metrics         controllerMetrics
 	running         atomic.Bool
 	// newQueue makes a fresh queue for a restart; nil when the user passed
@@ -121,6 +129,7 @@ func New(name string, r Reconciler, opts Options) (*Controller, error) {
 		abortTimeout:    opts.AbortTimeout,
 		log:             opts.Logger.WithValues("controller", name),
 		clock:           opts.Clock,
+		ready:           opts.Ready,
 		eventTimes:      make(map[Request]time.Time),
 	}
 	if c.shutdownTimeout == 0 {
@@ -312,6 +321,9 @@ func (c *Controller) processNext(ctx context.Context, q workqueue.Interface[Requ
 	if stopping.Load() {
 		return true
 	}
+	if !c.awaitReady(ctx, stopping) {
+		return true
+	}
 	if err := leader.CheckLeading(ctx); err != nil {
 		c.log.V(4).Info("Not reconciling: this replica no longer leads", "namespace", req.Namespace, "name", req.Name, "reason", err.Error())
 		return true
@@ -319,6 +331,28 @@ func (c *Controller) processNext(ctx context.Context, q workqueue.Interface[Requ
 	c.metrics.activeWorkers.Inc()
 	defer c.metrics.activeWorkers.Dec()
 	c.handle(ctx, q, req)
+	return true
+}
+
+// awaitReady blocks while Options.Ready returns false, and reports whether
+// to reconcile: false once stopping or once ctx has ended.
+func (c *Controller) awaitReady(ctx context.Context, stopping *atomic.Bool) bool {
+	if c.ready == nil || c.ready() {
+		return true
+	}
+	c.log.V(4).Info("Holding reconciles until the controller's informers have synced")
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for !c.ready() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		if stopping.Load() {
+			return false
+		}
+	}
 	return true
 }
 

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"slices"
@@ -122,13 +121,6 @@ func TestInvalidControllers(t *testing.T) {
 
 	r := start(t, mgr)
 	eventually(t, waitTimeout, mgr.Ready, "the manager to be ready")
-	_, err = mgr.AddController("late", nop, manager.ControllerOptions{})
-	wantErr(t, err, "late", "after Run")
-	_, err = informer.For[*corev1.Pod](mgr.Cache())
-	if !errors.Is(err, informer.ErrNotDeclared) {
-		t.Errorf("informer.For of an undeclared type after start: %v, want ErrNotDeclared", err)
-	}
-	wantErr(t, err, "pods", "informer.For[*v1.Pod]")
 	wantErr(t, mgr.Run(t.Context()), "twice")
 	if err := r.stop(t); err != nil {
 		t.Fatalf("Run returned %v, want nil", err)

@@ -555,7 +555,6 @@ func TestFaultCompactionForcesRelist(t *testing.T) {
 	cms, tr := trackConfigMaps(t, mgr, "compaction")
 	r := start(t, mgr)
 	converged(t, waitTimeout, admin, ns, cms.Lister(), nil, tr)
-	lastSeen := cms.Informer().LastSyncResourceVersion()
 	// A watch that ends within a second of starting makes the reflector
 	// relist at once; one that ran longer is resumed from where it was,
 	// which is the path under test.
@@ -563,6 +562,14 @@ func TestFaultCompactionForcesRelist(t *testing.T) {
 		reqs := rc.requests()
 		return len(reqs) > 0 && time.Since(reqs[len(reqs)-1].at) > 1500*time.Millisecond
 	}, "the informer's watch to be established for 1.5s")
+	// Nothing was written since: the informer resumes from the
+	// resourceVersion its running watch started at.
+	var lastSeen string
+	for _, q := range rc.requests() {
+		if q.watch {
+			lastSeen = q.rv
+		}
+	}
 
 	p.cut()
 	cutAt := time.Now()

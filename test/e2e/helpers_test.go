@@ -121,8 +121,8 @@ func newNamespace(t testing.TB) string {
 // unless opts says otherwise, caches only namespace ns.
 func newManager(t testing.TB, c *rest.Config, ns string, opts manager.Options) *manager.Manager {
 	t.Helper()
-	if opts.Informers.Namespace == "" {
-		opts.Informers.Namespace = ns
+	if len(opts.Informers.Namespaces) == 0 {
+		opts.Informers.Namespaces = []string{ns}
 	}
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = testLogger(t)

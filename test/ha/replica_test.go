@@ -234,7 +234,7 @@ func replicaMain(name, configPath string) int {
 	}, funcr.Options{})
 	mgr, err := manager.New(rc, manager.Options{
 		Name:      "ha-probe",
-		Informers: informer.Options{Namespace: c.Namespace},
+		Informers: informer.Options{Namespaces: []string{c.Namespace}},
 		Logger:    log.WithValues("replica", name),
 		LeaderElection: &leader.Options{
 			Name: c.Lease, Namespace: c.Namespace, Identity: name,

@@ -30,6 +30,9 @@ type controller struct {
 	// runs counts the Start calls in flight; Add only under the
 	// manager's mu, while the controller is listed.
 	runs sync.WaitGroup
+	// term is the term of leadership a leader-only controller last
+	// started in; guarded by the manager's mu.
+	term *term
 }
 
 // start runs the controller until ctx ends or it is removed. The caller
@@ -162,7 +165,9 @@ func (m *Manager) AddController(name string, r reconcile.Reconciler, opts Contro
 	switch {
 	case !slices.Contains(m.controllers, c):
 		return nil, fmt.Errorf("manager: controller %q was removed while it was being added", name)
-	case c.leaderOnly() && m.term != nil:
+	case c.leaderOnly() && m.term != nil && c.term != m.term:
+		// Not yet started in this term (a term that began while it
+		// waited for its informers starts it itself).
 		m.term.join(c)
 	case !c.leaderOnly() && m.runCtx != nil:
 		c.runs.Add(1)
@@ -254,6 +259,7 @@ type term struct {
 // join starts c, leader-only, in t: opens its gate, replays its watches'
 // objects and runs it until the term ends. Called under the manager's mu.
 func (t *term) join(c *controller) {
+	c.term = t
 	c.runs.Add(1)
 	t.wg.Go(func() {
 		c.gate.set(true)

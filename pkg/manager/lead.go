@@ -93,6 +93,7 @@ func (m *Manager) lead(leadCtx context.Context) error {
 	for _, c := range m.controllers {
 		if c.leaderOnly() {
 			work = append(work, c)
+			c.term = t
 			c.runs.Add(1)
 		}
 	}

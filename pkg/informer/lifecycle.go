@@ -222,7 +222,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // transform, indexes and handlers, publishes them and runs them with a
 // child of ctx.
 func (e *entry) startParts(ctx context.Context, log logr.Logger) *running {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(logr.NewContext(ctx, log)) // client-go's logs name the informer
 	var wg sync.WaitGroup
 	r := &running{stop: func() { cancel(); wg.Wait() }}
 	parts, err := e.buildParts()

@@ -7,6 +7,7 @@ import (
 	goruntime "runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,10 +16,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ctrlkit/ctrlkit/pkg/fake"
@@ -238,4 +242,92 @@ func BenchmarkHeapReturnedOnRemoval(b *testing.B) {
 	b.ReportMetric((holding-before)/n, "B/object-held")
 	b.ReportMetric((after-before)/n, "B/object-after-removal")
 	b.ReportMetric(100*(holding-after)/(holding-before), "%-returned")
+}
+
+// TestResourceGoneAndBack: when a list finds the resource gone (404) and
+// discovery agrees, as when a CRD is deleted, the informer stops, its
+// handlers get a delete for each object it still held, Served turns
+// false; when discovery serves the resource again, it starts again and
+// delivers the objects anew.
+func TestResourceGoneAndBack(t *testing.T) {
+	kube := kubefake.NewClientset(configMap("default", "a", nil))
+	kube.Resources = []*metav1.APIResourceList{{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "configmaps", Namespaced: true, Kind: "ConfigMap"}}}}
+	var gone atomic.Bool
+	notFound := apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "")
+	kube.PrependReactor("get", "resource", func(k8stesting.Action) (bool, runtime.Object, error) { // discovery
+		if gone.Load() {
+			return true, nil, notFound
+		}
+		return false, nil, nil
+	})
+	kube.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if gone.Load() {
+			return true, nil, notFound
+		}
+		return false, nil, nil
+	})
+	var watches sync.Mutex
+	var current *watch.RaceFreeFakeWatcher
+	kube.PrependWatchReactor("configmaps", func(k8stesting.Action) (bool, watch.Interface, error) {
+		watches.Lock()
+		defer watches.Unlock()
+		if gone.Load() {
+			return true, nil, notFound
+		}
+		current = watch.NewRaceFreeFake()
+		return true, current, nil
+	})
+	c := newCache(t, kube, informer.Options{DiscoveryInterval: 10 * time.Millisecond})
+	cms, err := informer.For[*corev1.ConfigMap](c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var events []string
+	if _, err := cms.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			mu.Lock()
+			defer mu.Unlock()
+			events = append(events, "add "+obj.(*corev1.ConfigMap).Name)
+		},
+		DeleteFunc: func(obj any) {
+			mu.Lock()
+			defer mu.Unlock()
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				events = append(events, "delete "+d.Key)
+			}
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	start(t, c)
+	waitFor(t, "the watch", func() bool { watches.Lock(); defer watches.Unlock(); return current != nil })
+
+	gone.Store(true)
+	watches.Lock()
+	current.Stop() // the watch ends; the relist finds the resource gone
+	watches.Unlock()
+	waitFor(t, "the informer to stop", func() bool { return !cms.Served() })
+	if cms.HasSynced() || cms.Len() != 0 {
+		t.Errorf("stopped informer: HasSynced %v, Len %d; want false, 0", cms.HasSynced(), cms.Len())
+	}
+	if _, err := cms.Lister().Get("default", "a"); !apierrors.IsNotFound(err) {
+		t.Errorf("Get from the stopped informer: %v, want NotFound", err)
+	}
+	mu.Lock()
+	if !slices.Equal(events, []string{"add a", "delete default/a"}) {
+		t.Errorf("events until the resource went: %q, want an add then a delete of the object it held", events)
+	}
+	mu.Unlock()
+
+	gone.Store(false)
+	waitFor(t, "the informer to start again and sync", cms.HasSynced)
+	if _, err := cms.Lister().Get("default", "a"); err != nil {
+		t.Errorf("Get after the restart: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(events, []string{"add a", "delete default/a", "add a"}) {
+		t.Errorf("events: %q, want add, delete, add", events)
+	}
 }

@@ -562,14 +562,6 @@ func TestFaultCompactionForcesRelist(t *testing.T) {
 		reqs := rc.requests()
 		return len(reqs) > 0 && time.Since(reqs[len(reqs)-1].at) > 1500*time.Millisecond
 	}, "the informer's watch to be established for 1.5s")
-	// Nothing was written since: the informer resumes from the
-	// resourceVersion its running watch started at.
-	var lastSeen string
-	for _, q := range rc.requests() {
-		if q.watch {
-			lastSeen = q.rv
-		}
-	}
 
 	p.cut()
 	cutAt := time.Now()
@@ -586,6 +578,35 @@ func TestFaultCompactionForcesRelist(t *testing.T) {
 	rev := etcdRevision(t, etcdURL)
 	compactEtcd(t, etcdURL, rev)
 
+	p.restore(t)
+	converged(t, 2*waitTimeout, admin, ns, cms.Lister(), deleted, tr)
+	after := rc.snapshot().sub(before)
+	var trail []string
+	var lastSeen string
+	resumed, relisted := false, false
+	for _, q := range rc.requests() {
+		if q.at.Before(cutAt) {
+			continue
+		}
+		kind := "watch"
+		if q.list {
+			kind = "list" // or a WatchList: a watch that streams the state first
+		}
+		trail = append(trail, fmt.Sprintf("%s@%s", kind, cmp.Or(q.rv, `""`)))
+		// The informer's resume point is the resourceVersion of its
+		// first watch after the cut that is not a list (an empty one
+		// would be a WatchList).
+		if q.watch && !q.list && q.rv != "" && !resumed {
+			resumed, lastSeen = true, q.rv
+		}
+		if resumed && q.list {
+			relisted = true
+		}
+	}
+	t.Logf("requests by the manager after the cut: %+v; GETs in order: %v", after, trail)
+	if !resumed || !relisted {
+		t.Fatalf("want a watch resumed from the resourceVersion the informer last saw, then a relist; got %v", trail)
+	}
 	// The proof that the informer's resume point is gone: a watch from it
 	// is refused with 410.
 	w, err := admin.CoreV1().ConfigMaps(ns).Watch(t.Context(), metav1.ListOptions{ResourceVersion: lastSeen})
@@ -607,31 +628,6 @@ func TestFaultCompactionForcesRelist(t *testing.T) {
 	}
 	t.Logf("informer last saw resourceVersion %s; etcd compacted at revision %d", lastSeen, rev)
 
-	p.restore(t)
-	converged(t, 2*waitTimeout, admin, ns, cms.Lister(), deleted, tr)
-	after := rc.snapshot().sub(before)
-	var trail []string
-	resumed, relisted := false, false
-	for _, q := range rc.requests() {
-		if q.at.Before(cutAt) {
-			continue
-		}
-		kind := "watch"
-		if q.list {
-			kind = "list" // or a WatchList: a watch that streams the state first
-		}
-		trail = append(trail, fmt.Sprintf("%s@%s", kind, cmp.Or(q.rv, `""`)))
-		if q.watch && q.rv == lastSeen {
-			resumed = true
-		}
-		if resumed && q.list {
-			relisted = true
-		}
-	}
-	t.Logf("requests by the manager after the cut: %+v; GETs in order: %v", after, trail)
-	if !resumed || !relisted {
-		t.Errorf("want a watch resumed from the compacted resourceVersion %s, then a relist; got %v", lastSeen, trail)
-	}
 	if r.returned() {
 		t.Fatalf("Run returned %v, want it still running", r.err)
 	}

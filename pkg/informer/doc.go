@@ -93,10 +93,10 @@
 //
 // Goroutines: Start runs, for each declared informer, a supervisor
 // goroutine (which waits for its API and restarts it) and client-go's
-// reflector and processor goroutines for each of its namespaces,
-// including one listener pair for the handler each gets to track writes
-// for AwaitWrite; an informer declared after Start gets them at
-// declaration. They stop when Start's ctx is done, or when the last use
+// reflector and processor goroutines for each of its namespaces, with
+// one listener pair per event handler, among them the one the first
+// AwaitWrite on it adds to track writes; an informer declared after Start
+// gets them at declaration. They stop when Start's ctx is done, or when the last use
 // of their informer is released (Cache.Use), and Wait blocks until they
 // have. Event handlers run
 // on the informers' goroutines and must not block. AwaitWrite starts no

@@ -244,7 +244,11 @@ func (e *entry) buildParts() ([]*part, error) {
 	if err != nil {
 		return nil, err
 	}
-	transform := composeTransforms(e.plan.convert, e.c.opts.KeepManagedFields)
+	var share *sharer
+	if e.c.opts.ShareMetadata {
+		share = newSharer()
+	}
+	transform := composeTransforms(e.plan.convert, e.c.opts.KeepManagedFields, share)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.removed {
@@ -270,9 +274,7 @@ func (e *entry) buildParts() ([]*part, error) {
 			return nil, fmt.Errorf("setting the watch error handler: %w", err)
 		}
 		p := &part{inf: inf, scope: newScope(ns, tweak), closed: make(chan struct{})}
-		if err := p.trackWrites(); err != nil {
-			return nil, err
-		}
+		p.writes.waiters = make(map[chan struct{}]struct{})
 		parts = append(parts, p)
 	}
 	for _, p := range parts {

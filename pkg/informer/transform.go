@@ -15,20 +15,33 @@ func StripManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// composeTransforms returns convert followed, unless keepManagedFields, by
-// StripManagedFields; nil when there is nothing to do.
-func composeTransforms(convert cache.TransformFunc, keepManagedFields bool) cache.TransformFunc {
-	switch {
-	case keepManagedFields:
-		return convert
-	case convert == nil:
-		return StripManagedFields
+// composeTransforms returns convert, then StripManagedFields unless
+// keepManagedFields, then share's transform unless share is nil; nil when
+// there is nothing to do.
+func composeTransforms(convert cache.TransformFunc, keepManagedFields bool, share *sharer) cache.TransformFunc {
+	var steps []cache.TransformFunc
+	if convert != nil {
+		steps = append(steps, convert)
+	}
+	if !keepManagedFields {
+		steps = append(steps, StripManagedFields)
+	}
+	if share != nil {
+		steps = append(steps, share.transform)
+	}
+	switch len(steps) {
+	case 0:
+		return nil
+	case 1:
+		return steps[0]
 	}
 	return func(obj any) (any, error) {
-		out, err := convert(obj)
-		if err != nil {
-			return nil, err
+		for _, t := range steps {
+			var err error
+			if obj, err = t(obj); err != nil {
+				return nil, err
+			}
 		}
-		return StripManagedFields(out)
+		return obj, nil
 	}
 }

@@ -1,6 +1,8 @@
 package informer_test
 
 import (
+	"fmt"
+	"maps"
 	"reflect"
 	"testing"
 
@@ -124,4 +126,35 @@ func builtinAndWidgetScheme(t *testing.T) *runtime.Scheme {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestShareMetadata: with Options.ShareMetadata, cached objects with equal
+// labels share one map and keep every field; without it, each has its own.
+func TestShareMetadata(t *testing.T) {
+	for _, share := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ShareMetadata=%v", share), func(t *testing.T) {
+			lbls := map[string]string{"app": "web", "tier": "front"}
+			a, b := configMap("default", "a", lbls), configMap("default", "b", maps.Clone(lbls))
+			a.Data = map[string]string{"k": "va"}
+			b.Annotations = map[string]string{"note": "b"}
+			c := newCache(t, fake.NewClientset(a, b), informer.Options{ShareMetadata: share})
+			cms, err := informer.For[*corev1.ConfigMap](c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start(t, c)
+			gotA, errA := cms.Lister().Get("default", "a")
+			gotB, errB := cms.Lister().Get("default", "b")
+			if errA != nil || errB != nil {
+				t.Fatal(errA, errB)
+			}
+			if !maps.Equal(gotA.Labels, lbls) || !maps.Equal(gotB.Labels, lbls) || gotA.Data["k"] != "va" || gotB.Annotations["note"] != "b" {
+				t.Fatalf("cached objects lost fields: %+v, %+v", gotA.ObjectMeta, gotB.ObjectMeta)
+			}
+			same := reflect.ValueOf(gotA.Labels).UnsafePointer() == reflect.ValueOf(gotB.Labels).UnsafePointer()
+			if same != share {
+				t.Errorf("equal label maps shared: %v, want %v", same, share)
+			}
+		})
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -95,7 +96,7 @@ func startCtrlkit(ctx context.Context, cfg *rest.Config, rec *recorder, s setup)
 	if s.kind == sites {
 		opts.Informers.Scheme = siteScheme()
 	}
-	mgr, err := manager.New(unlimited(cfg), opts)
+	mgr, err := manager.New(traced(unlimited(cfg), "ctrlkit"), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -140,6 +141,7 @@ func ctrlkitController[T interface {
 	if _, err := mgr.AddController("bench", r, manager.ControllerOptions{Workers: workers}, manager.Watch{Source: inf}); err != nil {
 		return nil, err
 	}
+	phaseLen = inf.Len
 	return inf.HasSynced, nil
 }
 
@@ -166,7 +168,7 @@ func startControllerRuntime(ctx context.Context, cfg *rest.Config, rec *recorder
 	if s.kind == sites {
 		opts.Scheme = siteScheme()
 	}
-	mgr, err := ctrl.NewManager(unlimited(cfg), opts)
+	mgr, err := ctrl.NewManager(traced(unlimited(cfg), "controller-runtime"), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +184,9 @@ func startControllerRuntime(ctx context.Context, cfg *rest.Config, rec *recorder
 	inf, err := mgr.GetCache().GetInformer(ctx, newObj())
 	if err != nil {
 		return nil, err
+	}
+	if si, ok := inf.(interface{ GetStore() toolscache.Store }); ok {
+		phaseLen = func() int { return len(si.GetStore().ListKeys()) }
 	}
 	c := mgr.GetClient()
 	r := crreconcile.Func(func(ctx context.Context, req crreconcile.Request) (crreconcile.Result, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"syscall"
 	"time"
@@ -64,7 +65,11 @@ func launch(ctx context.Context, cfg *rest.Config, fw framework, rec *recorder, 
 func (st *started) waitSynced() error {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
+	var firstStored time.Duration
 	for !st.r.synced() {
+		if tracePhases && firstStored == 0 && phaseLen != nil && phaseLen() > 0 {
+			firstStored = time.Since(st.t0)
+		}
 		select {
 		case <-tick.C:
 		case err := <-st.r.done:
@@ -74,6 +79,10 @@ func (st *started) waitSynced() error {
 		}
 	}
 	st.res.sync = time.Since(st.t0)
+	phaseLen = nil // it holds the informer: it would count in the next run's heap baseline
+	if tracePhases {
+		fmt.Fprintf(os.Stderr, "phases: first object stored %v, synced %v (stream %.0f%%)\n", firstStored.Round(time.Millisecond), st.res.sync.Round(time.Millisecond), 100*float64(firstStored)/float64(st.res.sync))
+	}
 	return nil
 }
 
@@ -111,11 +120,18 @@ const heapSettle = 2 * time.Second
 // every object (want, named prefix...) was reconciled once, then its heap.
 // The manager keeps running; on error it is stopped.
 func coldStart(ctx context.Context, cfg *rest.Config, fw framework, s setup, want int, prefix string) (*started, error) {
+	stopProfile := func() {}
+	if s.selector == "" {
+		stopProfile = startProfile(fmt.Sprintf("%s-%d", fw.name, want))
+	}
 	st, err := launch(ctx, cfg, fw, newRecorder(want, prefix), s)
 	if err != nil {
+		stopProfile()
 		return nil, err
 	}
-	if err := st.waitSynced(); err != nil {
+	err = st.waitSynced()
+	stopProfile()
+	if err != nil {
 		_ = st.stop()
 		return nil, err
 	}
@@ -127,6 +143,9 @@ func coldStart(ctx context.Context, cfg *rest.Config, fw framework, s setup, wan
 	// settled manager, idle, for heapSettle. The time passing is the point.
 	time.Sleep(heapSettle)
 	st.res.heap = heapInUse() - st.baseHeap
+	if s.selector == "" {
+		writeHeapProfile(fmt.Sprintf("%s-%d", fw.name, want))
+	}
 	return st, nil
 }
 

@@ -43,9 +43,8 @@ func notes(c config, res *results) string {
   after the initial list: ctrlkit's queue gives back what a drained backlog held (about 220 B per key) once it has
   stayed small for 1s; controller-runtime's queue keeps its share. A slope compares a cache holding the first half of the
   objects (label selector) with one holding all of them, so fixed overhead cancels out; the larger-size slope
-  compares the N-object cold start of the same round with the larger one. "Best memory option": ctrlkit's
-  defaults already strip managedFields and informer.Options offers no other transform, so its cell repeats its
-  defaults (marked "= defaults"); controller-runtime runs with
+  compares the N-object cold start of the same round with the larger one. "Best memory option": ctrlkit runs
+  with ` + "`" + frameworks[0].lean + "`" + ` (its defaults already strip managedFields), controller-runtime with
   ` + "`" + frameworks[1].lean + "`" + `. controller-runtime's
   DefaultUnsafeDisableDeepCopy only skips the copy on reads (garbage, not cached heap) and is not used.
 - Latency is from the churn write's HTTP response to the start of the first Reconcile that read that write's

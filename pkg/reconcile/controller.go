@@ -75,6 +75,14 @@ type Options struct {
 	// controller reads has synced", the sync gate. It must be fast and
 	// must not block. Nil means always ready.
 	Ready func() bool
+	// Owns, when set, is asked before each Reconcile whether this
+	// controller may reconcile the key now: a key it does not own is
+	// dropped (Forget, no retry), as an Exclude'd key is. It is called
+	// under the controller's mutex, atomically with counting the Reconcile
+	// as running (see Exclude), so it must be fast, must not block and
+	// must not call the Controller's methods. A sharded manager sets it to
+	// "this replica holds the key's object". Nil means every key.
+	Owns func(Request) bool
 }
 
 // Controller runs workers that drain a workqueue of Requests into a
@@ -99,6 +107,10 @@ type Controller struct {
 	queue      workqueue.Interface[Request]
 	eventTimes map[Request]time.Time // first unhandled event per waiting key
 	eventPeak  int                   // most entries since eventTimes was last rebuilt
+	owns       func(Request) bool    // Options.Owns; called under mu
+	inFlight   map[Request]int       // Reconciles running, per key
+	excluded   map[Request]struct{}  // Exclude'd keys
+	idle       map[Request][]chan struct{}
 }
 
 // New returns a Controller named name (used in logs and metric labels)
@@ -130,6 +142,7 @@ func New(name string, r Reconciler, opts Options) (*Controller, error) {
 		log:             opts.Logger.WithValues("controller", name),
 		clock:           opts.Clock,
 		ready:           opts.Ready,
+		owns:            opts.Owns,
 		eventTimes:      make(map[Request]time.Time),
 	}
 	if c.shutdownTimeout == 0 {
@@ -328,6 +341,12 @@ func (c *Controller) processNext(ctx context.Context, q workqueue.Interface[Requ
 		c.log.V(4).Info("Not reconciling: this replica no longer leads", "namespace", req.Namespace, "name", req.Name, "reason", err.Error())
 		return true
 	}
+	if !c.begin(req) {
+		q.Forget(req)
+		c.log.V(4).Info("Not reconciling: the key is excluded or not owned here", "namespace", req.Namespace, "name", req.Name)
+		return true
+	}
+	defer c.end(req)
 	c.metrics.activeWorkers.Inc()
 	defer c.metrics.activeWorkers.Dec()
 	c.handle(ctx, q, req)

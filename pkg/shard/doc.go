@@ -1,0 +1,17 @@
+// Package shard holds the parts of ctrlkit's sharding protocol that are
+// pure decisions, so that they can be tested alone: which member owns a
+// key (Ring, a consistent hash ring with VirtualNodes points per member),
+// which members are alive (Members, judged from their Leases by the local
+// clock), and what the sharder does to one object (Decide). The protocol
+// itself, and what is built of it so far, is described in docs/sharding.md:
+// the manager does not run sharded controllers yet.
+//
+// The contract the protocol rests on: an object moves from one live member
+// to another only after the first acknowledged that it stopped
+// reconciling it (DrainLabel, then the labels removed by the owner), and
+// from a dead member only after its Lease expired, by which time it has
+// stopped (package leader's fencing); reconcile.Controller's Exclude gives
+// the owner the moment its last Reconcile of the key has returned.
+//
+// Goroutines: none. Every type is safe for concurrent use.
+package shard

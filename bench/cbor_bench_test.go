@@ -9,7 +9,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -57,44 +56,7 @@ func cborPaths() []path {
 	typedDecoder := decoderFor(typed, websiteGV, runtime.ContentTypeCBOR)
 	kube := serializer.NewCodecFactory(kubescheme.Scheme, serializer.WithSerializer(cbor.NewSerializerInfo)).WithoutConversion()
 	kubeDecoder := decoderFor(kube, appsv1.SchemeGroupVersion, runtime.ContentTypeCBOR)
-	return []path{
-		{
-			name: "Website/unstructured-cbor", single: websiteCBOR, list: websiteListCBOR,
-			decode: func(data []byte) (runtime.Object, error) {
-				u := &unstructured.Unstructured{}
-				if _, _, err := dynamic.Decode(data, nil, u); err != nil {
-					return nil, err
-				}
-				w := &Website{}
-				return w, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, w)
-			},
-			items: func(data []byte) int {
-				ul := &unstructured.UnstructuredList{}
-				if _, _, err := dynamic.Decode(data, nil, ul); err != nil {
-					panic(err)
-				}
-				for i := range ul.Items {
-					if err := runtime.DefaultUnstructuredConverter.FromUnstructured(ul.Items[i].Object, &Website{}); err != nil {
-						panic(err)
-					}
-				}
-				return len(ul.Items)
-			},
-		},
-		{
-			name: "Website/typed-cbor", single: websiteCBOR, list: websiteListCBOR,
-			decode: func(data []byte) (runtime.Object, error) {
-				obj, _, err := typedDecoder.Decode(data, nil, &Website{})
-				return obj, err
-			},
-			items: func(data []byte) int {
-				l := &WebsiteList{}
-				if _, _, err := typedDecoder.Decode(data, nil, l); err != nil {
-					panic(err)
-				}
-				return len(l.Items)
-			},
-		},
+	return append(websitePaths("-cbor", dynamic, typedDecoder, websiteCBOR, websiteListCBOR), []path{
 		{
 			name: "Deployment/cbor", single: encode(kube, runtime.ContentTypeCBOR, deployment(1)), list: encode(kube, runtime.ContentTypeCBOR, deployments),
 			decode: func(data []byte) (runtime.Object, error) {
@@ -109,7 +71,7 @@ func cborPaths() []path {
 				return len(l.Items)
 			},
 		},
-	}
+	}...)
 }
 
 // BenchmarkDecodeCBOR decodes one CBOR object per op:

@@ -205,30 +205,13 @@ type path struct {
 	items  func([]byte) int                     // a list; returns the number of objects
 }
 
-func paths() []path {
-	scheme := runtime.NewScheme()
-	scheme.AddKnownTypes(websiteGV, &Website{}, &WebsiteList{})
-	metav1.AddToGroupVersion(scheme, websiteGV)
-	typed := serializer.WithoutConversionCodecFactory{CodecFactory: serializer.NewCodecFactory(scheme)}
-
-	// The dynamic client's serializer: JSON into Unstructured.
-	dynScheme := runtime.NewScheme()
-	metav1.AddToGroupVersion(dynScheme, schema.GroupVersion{Version: "v1"})
-	dynamic := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, dynScheme, dynScheme, kjson.SerializerOptions{})
-
-	websites := &WebsiteList{TypeMeta: metav1.TypeMeta{APIVersion: websiteGV.String(), Kind: "WebsiteList"}, ListMeta: metav1.ListMeta{ResourceVersion: "200000"}}
-	deployments := &appsv1.DeploymentList{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DeploymentList"}, ListMeta: metav1.ListMeta{ResourceVersion: "200000"}}
-	for i := range listSize {
-		websites.Items = append(websites.Items, *website(i))
-		deployments.Items = append(deployments.Items, *deployment(i))
-	}
-	websiteJSON, websiteListJSON := encode(typed, runtime.ContentTypeJSON, website(1)), encode(typed, runtime.ContentTypeJSON, websites)
-
-	kube := kubescheme.Codecs.WithoutConversion()
-	typedDecoder := decoderFor(typed, websiteGV, runtime.ContentTypeJSON)
-	out := []path{
+// websitePaths are the Website/unstructured and Website/typed paths (their
+// names followed by suffix) over one encoding: dynamic decodes it into
+// Unstructured, typedDecoder straight into the Go type.
+func websitePaths(suffix string, dynamic, typedDecoder runtime.Decoder, single, list []byte) []path {
+	return []path{
 		{
-			name: "Website/unstructured", single: websiteJSON, list: websiteListJSON,
+			name: "Website/unstructured" + suffix, single: single, list: list,
 			decode: func(data []byte) (runtime.Object, error) {
 				u := &unstructured.Unstructured{}
 				if _, _, err := dynamic.Decode(data, nil, u); err != nil {
@@ -251,7 +234,7 @@ func paths() []path {
 			},
 		},
 		{
-			name: "Website/typed", single: websiteJSON, list: websiteListJSON,
+			name: "Website/typed" + suffix, single: single, list: list,
 			decode: func(data []byte) (runtime.Object, error) {
 				obj, _, err := typedDecoder.Decode(data, nil, &Website{})
 				return obj, err
@@ -265,6 +248,30 @@ func paths() []path {
 			},
 		},
 	}
+}
+
+func paths() []path {
+	scheme := runtime.NewScheme()
+	scheme.AddKnownTypes(websiteGV, &Website{}, &WebsiteList{})
+	metav1.AddToGroupVersion(scheme, websiteGV)
+	typed := serializer.WithoutConversionCodecFactory{CodecFactory: serializer.NewCodecFactory(scheme)}
+
+	// The dynamic client's serializer: JSON into Unstructured.
+	dynScheme := runtime.NewScheme()
+	metav1.AddToGroupVersion(dynScheme, schema.GroupVersion{Version: "v1"})
+	dynamic := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, dynScheme, dynScheme, kjson.SerializerOptions{})
+
+	websites := &WebsiteList{TypeMeta: metav1.TypeMeta{APIVersion: websiteGV.String(), Kind: "WebsiteList"}, ListMeta: metav1.ListMeta{ResourceVersion: "200000"}}
+	deployments := &appsv1.DeploymentList{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DeploymentList"}, ListMeta: metav1.ListMeta{ResourceVersion: "200000"}}
+	for i := range listSize {
+		websites.Items = append(websites.Items, *website(i))
+		deployments.Items = append(deployments.Items, *deployment(i))
+	}
+	websiteJSON, websiteListJSON := encode(typed, runtime.ContentTypeJSON, website(1)), encode(typed, runtime.ContentTypeJSON, websites)
+
+	kube := kubescheme.Codecs.WithoutConversion()
+	typedDecoder := decoderFor(typed, websiteGV, runtime.ContentTypeJSON)
+	out := websitePaths("", dynamic, typedDecoder, websiteJSON, websiteListJSON)
 	for _, mt := range []struct{ name, mediaType string }{{"json", runtime.ContentTypeJSON}, {"protobuf", runtime.ContentTypeProtobuf}} {
 		d := decoderFor(kube, appsv1.SchemeGroupVersion, mt.mediaType)
 		out = append(out, path{

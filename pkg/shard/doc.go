@@ -1,10 +1,10 @@
-// Package shard holds the parts of ctrlkit's sharding protocol that are
-// pure decisions, so that they can be tested alone: which member owns a
-// key (Ring, a consistent hash ring with VirtualNodes points per member),
+// Package shard holds ctrlkit's sharding protocol: which member owns a key
+// (Ring, a consistent hash ring with VirtualNodes points per member),
 // which members are alive (Members, judged from their Leases by the local
-// clock), and what the sharder does to one object (Decide). The protocol
-// itself, and what is built of it so far, is described in docs/sharding.md:
-// the manager does not run sharded controllers yet.
+// clock), what the sharder does to one object (Decide), and the Sharder
+// that labels every object of the sharded resources accordingly. The
+// protocol, and what is built of it so far, is described in
+// docs/sharding.md: the manager does not run sharded controllers yet.
 //
 // The contract the protocol rests on: an object moves from one live member
 // to another only after the first acknowledged that it stopped
@@ -13,5 +13,8 @@
 // stopped (package leader's fencing); reconcile.Controller's Exclude gives
 // the owner the moment its last Reconcile of the key has returned.
 //
-// Goroutines: none. Every type is safe for concurrent use.
+// Goroutines: Sharder.Start runs an informer of the member Leases and one
+// of each sharded resource (client-go's goroutines) and one worker, and
+// returns once they have stopped, after its ctx ends. Every type is safe
+// for concurrent use.
 package shard

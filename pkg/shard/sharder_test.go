@@ -1,0 +1,187 @@
+package shard_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/ctrlkit/ctrlkit/pkg/shard"
+)
+
+var (
+	widgetGVR = schema.GroupVersionResource{Group: "test.ctrlkit.io", Version: "v1", Resource: "widgets"}
+	widgetGK  = schema.GroupKind{Group: "test.ctrlkit.io", Kind: "Widget"}
+	cmGVR     = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+)
+
+func widget(i int) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "test.ctrlkit.io/v1", Kind: "Widget"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("w%02d", i), UID: types.UID(fmt.Sprintf("uid-%d", i))},
+	}
+}
+
+func child(i int) *metav1.PartialObjectMetadata {
+	w := widget(i)
+	return &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: w.Name + "-cm", OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "test.ctrlkit.io/v1", Kind: "Widget", Name: w.Name, UID: w.UID, Controller: new(true),
+		}}},
+	}
+}
+
+// sharderEnv is a Sharder over fake clients, with its ring's Leases.
+type sharderEnv struct {
+	t     *testing.T
+	kube  *kubefake.Clientset
+	md    *metadatafake.FakeMetadataClient
+	clock *clocktesting.FakeClock
+	rv    int
+}
+
+func (e *sharderEnv) renew(member string) {
+	e.t.Helper()
+	e.rv++
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "leases", Name: shard.LeaseName("web", member), ResourceVersion: fmt.Sprint(e.rv)},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: new(member), LeaseDurationSeconds: new(int32(15)),
+			RenewTime: &metav1.MicroTime{Time: e.clock.Now()}},
+	}
+	leases := e.kube.CoordinationV1().Leases("leases")
+	if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+		if _, err := leases.Create(context.Background(), l, metav1.CreateOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// labels returns every widget's and ConfigMap's shard and drain labels.
+func (e *sharderEnv) labels(gvr schema.GroupVersionResource, name string) (owner string, draining bool) {
+	m, err := e.md.Resource(gvr).Namespace("ns").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m.Labels[shard.ShardLabel("web")], m.Labels[shard.DrainLabel("web")] != ""
+}
+
+// eventuallyT polls cond until it holds or 10s have passed.
+func eventuallyT(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval
+	}
+}
+
+// TestSharder: objects are assigned by the ring with their children; a
+// new member gets its share only through drains its owners acknowledge;
+// a dead member's objects move directly.
+func TestSharder(t *testing.T) {
+	const n = 30
+	scheme := runtime.NewScheme()
+	metav1.AddMetaToScheme(scheme)
+	var objs []runtime.Object
+	for i := range n {
+		objs = append(objs, widget(i), child(i))
+	}
+	e := &sharderEnv{t: t, kube: kubefake.NewClientset(), md: metadatafake.NewSimpleMetadataClient(scheme, objs...),
+		clock: clocktesting.NewFakeClock(time.Unix(1000, 0))}
+	e.renew("a")
+	e.renew("b")
+	s, err := shard.NewSharder(shard.SharderOptions{
+		Ring: "web", Namespace: "leases", Kube: e.kube, Metadata: e.md, Clock: e.clock, Logger: logr.Discard(),
+		Resources: []shard.Resource{{Resource: widgetGVR, Kind: widgetGK, Primary: true}, {Resource: cmGVR, Kind: schema.GroupKind{Kind: "ConfigMap"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := s.Start(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	defer func() { cancel(); wg.Wait() }()
+
+	settled := func(members ...string) func() bool {
+		return func() bool {
+			for i := range n {
+				w, d := e.labels(widgetGVR, widget(i).Name)
+				c, _ := e.labels(cmGVR, child(i).Name)
+				if d || c != w || !contains(members, w) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	eventuallyT(t, "every widget assigned to a or b, with its child", settled("a", "b"))
+	want := shard.NewRing("a", "b")
+	for i := range n {
+		if got, _ := e.labels(widgetGVR, widget(i).Name); got != want.Owner("ns/"+widget(i).Name) {
+			t.Errorf("widget %d on %s, the ring says %s", i, got, want.Owner("ns/"+widget(i).Name))
+		}
+	}
+
+	// c joins: the widgets the ring gives it are drained, not moved.
+	e.renew("c")
+	three := shard.NewRing("a", "b", "c")
+	var moving []int
+	for i := range n {
+		if three.Owner("ns/"+widget(i).Name) == "c" {
+			moving = append(moving, i)
+		}
+	}
+	if len(moving) == 0 {
+		t.Fatal("the ring gives c nothing: pick other names")
+	}
+	eventuallyT(t, "the widgets moving to c to be draining", func() bool {
+		for _, i := range moving {
+			if owner, d := e.labels(widgetGVR, widget(i).Name); !d || owner == "c" {
+				return false
+			}
+		}
+		return true
+	})
+	// Their owners acknowledge: both labels removed.
+	for _, i := range moving {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null,%q:null}}}`, shard.ShardLabel("web"), shard.DrainLabel("web"))
+		if _, err := e.md.Resource(widgetGVR).Namespace("ns").Patch(ctx, widget(i).Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventuallyT(t, "the acknowledged widgets, and their children, on c", settled("a", "b", "c"))
+
+	// b dies: its widgets move without a drain once its Lease expired.
+	e.clock.Step(10 * time.Second)
+	e.renew("a")
+	e.renew("c")
+	e.clock.Step(6 * time.Second) // b's last renewal is 16s old
+	eventuallyT(t, "b's widgets on a or c", settled("a", "c"))
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -55,6 +56,15 @@ type Source interface {
 	// particular order. The objects belong to the cache: DeepCopy before
 	// mutating.
 	List() []any
+	// Cached returns the metadata of the cached object namespace/name, if
+	// the cache holds it; the object belongs to the cache. It is for code
+	// that does not know the Go type, such as a manager; a Lister is the
+	// typed way to read.
+	Cached(namespace, name string) (metav1.Object, bool)
+	// GroupVersionResource is the resource the informer watches; the zero
+	// value while an informer declared with TypeOptions.WhenServed has not
+	// found its API in discovery yet.
+	GroupVersionResource() schema.GroupVersionResource
 
 	source() *entry
 }
@@ -184,6 +194,27 @@ func (e *entry) List() []any {
 	}
 	return out
 }
+
+func (e *entry) Cached(namespace, name string) (metav1.Object, bool) {
+	idxs, err := e.readers(namespace)
+	if err != nil {
+		return nil, false
+	}
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
+	}
+	for _, idx := range idxs {
+		if obj, ok, err := idx.GetByKey(key); err == nil && ok {
+			if m, err := meta.Accessor(obj); err == nil {
+				return m, true
+			}
+		}
+	}
+	return nil, false
+}
+
+func (e *entry) GroupVersionResource() schema.GroupVersionResource { return e.resource() }
 
 // current returns the running parts, or nil.
 func (e *entry) current() []*part {

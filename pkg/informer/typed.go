@@ -40,11 +40,6 @@ func newInformer[T runtime.Object](e *entry) *Informer[T] {
 // Lister reads the cache. It never calls the API server.
 func (i *Informer[T]) Lister() Lister[T] { return i.lister }
 
-// GroupVersionResource is the resource the informer watches; the zero
-// value while an informer declared with TypeOptions.WhenServed has not
-// found its API in discovery yet.
-func (i *Informer[T]) GroupVersionResource() schema.GroupVersionResource { return i.resource() }
-
 // For declares, or returns the already declared, informer for the Go type T,
 // a pointer to an API type registered in the Cache's scheme: a built-in
 // type such as *corev1.ConfigMap (built by a client-go

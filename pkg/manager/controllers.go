@@ -33,6 +33,9 @@ type controller struct {
 	// term is the term of leadership a leader-only controller last
 	// started in; guarded by the manager's mu.
 	term *term
+	// drainer hands keys over; non-nil for sharded controllers, which run
+	// while this replica holds its member Lease.
+	drainer *drainer
 }
 
 // start runs the controller until ctx ends or it is removed. The caller
@@ -99,6 +102,13 @@ func (m *Manager) AddController(name string, r reconcile.Reconciler, opts Contro
 			return nil, fmt.Errorf("manager: controller %q: ControllerOptions.Reads[%d] is nil: pass an informer from informer.For", name, i)
 		}
 	}
+	var primary informer.Source
+	if m.isSharded(name) {
+		var err error
+		if primary, err = primaryOf(name, watches); err != nil {
+			return nil, err
+		}
+	}
 	c := &controller{}
 	c.removed, c.remove = context.WithCancelCause(context.Background())
 	for _, w := range watches {
@@ -121,6 +131,14 @@ func (m *Manager) AddController(name string, r reconcile.Reconciler, opts Contro
 		m.mu.Unlock()
 		return nil, fmt.Errorf("manager: a controller named %q already exists: controller names must be unique per manager", name)
 	}
+	if primary != nil && m.runCtx != nil {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("manager: sharded controller %q added while Run runs: add sharded controllers before Run", name)
+	}
+	var owns func(reconcile.Request) bool
+	if primary != nil {
+		owns = m.shard.owns(primary)
+	}
 	ctrl, err := reconcile.New(name, r, reconcile.Options{
 		Workers:         opts.Workers,
 		Timeout:         opts.Timeout,
@@ -131,16 +149,25 @@ func (m *Manager) AddController(name string, r reconcile.Reconciler, opts Contro
 		Logger:          m.log,
 		AbortTimeout:    m.abortTimeout(),
 		Ready:           c.ready,
+		Owns:            owns,
 	})
 	if err != nil {
 		m.mu.Unlock()
 		return nil, err
 	}
 	c.ctrl = ctrl
-	if m.elector != nil && !opts.EveryReplica {
+	if m.elector != nil && !opts.EveryReplica && primary == nil {
 		c.gate = &gate{}
 	}
-	if err := m.feed(c, watches); err != nil {
+	err = m.feed(c, watches)
+	if err == nil && primary != nil {
+		c.drainer = newDrainer(m.shard, m, ctrl, primary)
+		var reg *informer.Registration
+		if reg, err = primary.AddEventHandler(c.drainer.handler()); err == nil {
+			c.replays = append(c.replays, replay{source: primary, registration: reg})
+		}
+	}
+	if err != nil {
 		m.mu.Unlock()
 		c.dismantle()
 		return nil, fmt.Errorf("manager: controller %q: %w", name, err)

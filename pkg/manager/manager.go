@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -67,6 +68,7 @@ type Manager struct {
 	ready   atomic.Bool
 
 	elector *leader.Elector // nil without leader election
+	shard   *sharding       // nil without Options.Sharding
 
 	mu              sync.Mutex
 	controllers     []*controller
@@ -165,6 +167,10 @@ func newWithClients(c informer.Clients, opts Options, newElector func(leader.Opt
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	sh, err := setUpSharding(&opts)
+	if err != nil {
+		return nil, err
+	}
 	cache, err := informer.New(c, opts.Informers)
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
@@ -209,6 +215,25 @@ func newWithClients(c informer.Clients, opts Options, newElector func(leader.Opt
 			return nil, fmt.Errorf("manager: registering leader_election_* metrics: %w", err)
 		}
 		m.checks["leader-election"] = m.elector.Check
+	}
+	if sh != nil {
+		if newElector == nil {
+			newElector = func(o leader.Options) (*leader.Elector, error) { return leader.New(c.Kube, o) }
+		}
+		if err := sh.electors(newElector, m.log); err != nil {
+			return nil, err
+		}
+		switch {
+		case c.Metadata != nil:
+			sh.md = c.Metadata
+		case c.Config != nil:
+			if sh.md, err = metadata.NewForConfig(c.Config); err != nil {
+				return nil, fmt.Errorf("manager: Options.Sharding: building the metadata client: %w", err)
+			}
+		default:
+			return nil, errors.New("manager: Options.Sharding needs informer.Clients.Config or Metadata, to label objects")
+		}
+		m.shard = sh
 	}
 	return m, nil
 }

@@ -59,6 +59,10 @@ type Options struct {
 	// own, built from a copy of the rest config (leader.NewForConfig). Nil
 	// disables leader election.
 	LeaderElection *leader.Options
+	// Sharding, when set, splits the objects of the controllers it names
+	// among the replicas (see ShardingOptions); a sharded controller is
+	// not leader-only. Nil disables sharding.
+	Sharding *ShardingOptions
 	// ReadYourWrites tunes how long a write through Manager.Client waits
 	// for the cache to reflect it (package client). The zero value waits
 	// up to client.DefaultReadYourWritesTimeout.

@@ -80,7 +80,7 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 	m.mu.Lock()
 	var members []member
 	for _, c := range m.controllers {
-		if !c.leaderOnly() {
+		if !c.leaderOnly() && c.drainer == nil {
 			c.runs.Add(1)
 			members = append(members, member{name: "controller " + c.ctrl.Name(), start: c.start, bounded: true})
 		}
@@ -92,6 +92,10 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 	m.mu.Unlock()
 	if m.elector != nil {
 		members = append(members, member{name: "leader election", start: m.campaign, bounded: true})
+	}
+	if m.shard != nil {
+		members = append(members, member{name: "sharding member", start: m.memberTerm, bounded: true},
+			member{name: "sharder", start: m.sharderTerm, bounded: true})
 	}
 	err = m.runAll(ctx, func(err error) { cancel(m.stopCause(err)) }, members)
 	m.mu.Lock()

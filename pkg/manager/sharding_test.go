@@ -1,0 +1,78 @@
+package manager_test
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
+
+	"github.com/ctrlkit/ctrlkit/pkg/informer"
+	"github.com/ctrlkit/ctrlkit/pkg/manager"
+)
+
+func shardedManager(t *testing.T, so *manager.ShardingOptions) (*manager.Manager, error) {
+	t.Helper()
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
+	scheme := runtime.NewScheme()
+	return manager.NewWithClients(informer.Clients{
+		Kube:     fake.NewClientset(),
+		Dynamic:  dynamicfake.NewSimpleDynamicClient(scheme),
+		Mapper:   mapper,
+		Metadata: metadatafake.NewSimpleMetadataClient(scheme),
+	}, manager.Options{Sharding: so})
+}
+
+// TestShardingOptions: invalid sharding options and sharded controllers
+// that break its rules fail at construction, naming what to fix.
+func TestShardingOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		so   manager.ShardingOptions
+		want string
+	}{
+		{"no controllers", manager.ShardingOptions{Namespace: "ns", Primary: []runtime.Object{&corev1.ConfigMap{}}}, "Sharding.Controllers is empty"},
+		{"no primary", manager.ShardingOptions{Namespace: "ns", Controllers: []string{"c"}}, "Sharding.Primary is empty"},
+		{"not an object", manager.ShardingOptions{Namespace: "ns", Controllers: []string{"c"}, Primary: []runtime.Object{&corev1.ConfigMapList{}}}, "is not an API object"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := shardedManager(t, &tc.so); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+
+	m, err := shardedManager(t, &manager.ShardingOptions{Namespace: "ns", Identity: "Replica-A", Controllers: []string{"cms"}, Primary: []runtime.Object{&corev1.ConfigMap{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(m.Member(), "replica-a-") || len(m.Member()) != len("replica-a-")+5 {
+		t.Errorf("Member = %q, want replica-a- and a 5-letter suffix", m.Member())
+	}
+	if got := m.ShardLabels()["shard.ctrlkit.io/ctrlkit"]; got != m.Member() {
+		t.Errorf("ShardLabels = %v", m.ShardLabels())
+	}
+	cms := configMaps(t, m)
+	for _, tc := range []struct {
+		name    string
+		watches []manager.Watch
+		want    string
+	}{
+		{"no primary watch", []manager.Watch{{Source: cms, Map: informer.ObjectKey()}}, "has no watch without a Map"},
+		{"two primary watches", []manager.Watch{{Source: cms}, {Source: cms}}, "watches its primary type once"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := m.AddController("cms", newRecorder(), manager.ControllerOptions{}, tc.watches...); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := m.AddController("cms", newRecorder(), manager.ControllerOptions{}, manager.Watch{Source: cms}); err != nil {
+		t.Errorf("a valid sharded controller: %v", err)
+	}
+}

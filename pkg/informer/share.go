@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // Limits of a sharer's tables: beyond them, new label sets and namespaces
@@ -50,43 +49,14 @@ func (s *sharer) transform(obj any) (any, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var labels, annotations map[string]string
 	if l := a.GetLabels(); len(l) > 0 {
 		if sh := s.share(l); sh != nil {
-			labels = sh
 			a.SetLabels(sh)
 		}
 	}
 	if an := a.GetAnnotations(); len(an) > 0 {
 		if sh := s.share(an); sh != nil {
-			annotations = sh
 			a.SetAnnotations(sh)
-		}
-	}
-	if labels != nil || annotations != nil {
-		// Cache a copy: the decoded object and the maps replaced by
-		// shared ones then become garbage together, in whole spans the
-		// heap gets back, instead of leaving holes between live objects
-		// (the Go heap in use would not shrink: bench/e2e measured the
-		// same HeapInuse with sharing alone). DeepCopy would copy the
-		// shared maps: detach them first.
-		if c, ok := obj.(interface{ DeepCopyObject() runtime.Object }); ok {
-			if labels != nil {
-				a.SetLabels(nil)
-			}
-			if annotations != nil {
-				a.SetAnnotations(nil)
-			}
-			cp := c.DeepCopyObject()
-			if ca, err := meta.Accessor(cp); err == nil {
-				if labels != nil {
-					ca.SetLabels(labels)
-				}
-				if annotations != nil {
-					ca.SetAnnotations(annotations)
-				}
-				obj, a = cp, ca
-			}
 		}
 	}
 	if ns := a.GetNamespace(); ns != "" {

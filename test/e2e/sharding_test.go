@@ -1,0 +1,226 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/ctrlkit/ctrlkit/pkg/informer"
+	"github.com/ctrlkit/ctrlkit/pkg/manager"
+	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
+	"github.com/ctrlkit/ctrlkit/pkg/shard"
+)
+
+// span is one Reconcile of a key by a replica, and the gen it read.
+type span struct {
+	replica    string
+	start, end time.Time
+	gen        string
+}
+
+// spans records every Reconcile of every replica.
+type spans struct {
+	mu  sync.Mutex
+	all map[string][]span // by key
+}
+
+func (s *spans) add(key string, sp span) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.all == nil {
+		s.all = make(map[string][]span)
+	}
+	s.all[key] = append(s.all[key], sp)
+}
+
+// overlaps returns the pairs of Reconciles of one key by two replicas that
+// ran at the same time.
+func (s *spans) overlaps() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for key, ss := range s.all {
+		for i, a := range ss {
+			for _, b := range ss[i+1:] {
+				if a.replica != b.replica && a.start.Before(b.end) && b.start.Before(a.end) {
+					out = append(out, fmt.Sprintf("%s: %s and %s", key, a.replica, b.replica))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// by counts the Reconciles of replica.
+func (s *spans) by(replica string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, ss := range s.all {
+		for _, sp := range ss {
+			if sp.replica == replica {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// saw reports whether some replica reconciled key after reading gen.
+func (s *spans) saw(key, gen string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sp := range s.all[key] {
+		if sp.gen == gen {
+			return true
+		}
+	}
+	return false
+}
+
+// startShardedReplica runs a manager sharding the ConfigMaps of ns, whose
+// controller records into rec.
+func startShardedReplica(t *testing.T, ns, name string, rec *spans) (*manager.Manager, *running) {
+	t.Helper()
+	mgr := newManager(t, cfg, ns, manager.Options{
+		Name: "sharded",
+		Sharding: &manager.ShardingOptions{
+			Namespace: ns, Identity: name, Controllers: []string{"cms"},
+			Primary:       []runtime.Object{&corev1.ConfigMap{}},
+			LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
+		},
+	})
+	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lister := cms.Lister()
+	if _, err := mgr.AddController("cms", reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		start := time.Now()
+		cm, err := lister.Get(req.Namespace, req.Name)
+		if err != nil {
+			return reconcile.Result{}, nil
+		}
+		time.Sleep(20 * time.Millisecond) // the Reconcile's work, so that overlaps have room to show
+		rec.add(req.String(), span{replica: name, start: start, end: time.Now(), gen: cm.Data["gen"]})
+		return reconcile.Result{}, nil
+	}), manager.ControllerOptions{Workers: 4}, manager.Watch{Source: cms}); err != nil {
+		t.Fatal(err)
+	}
+	return mgr, start(t, mgr)
+}
+
+// TestShardingHandsOverWithoutOverlap: two replicas in one process share
+// 40 ConfigMaps. The second joins after the first owns them all, takes its
+// share only through handovers, and leaves gracefully; writes churn
+// throughout. No key is reconciled by both at once, and every last write is
+// reconciled. (The process-level suite of issue 15, with kill -9 and
+// SIGSTOP, is not written yet.)
+func TestShardingHandsOverWithoutOverlap(t *testing.T) {
+	ns := newNamespace(t)
+	const n = 40
+	for i := range n {
+		createConfigMap(t, ns, fmt.Sprintf("cm-%02d", i), map[string]string{"gen": "0"}, nil)
+	}
+	rec := &spans{}
+	a, ra := startShardedReplica(t, ns, "a", rec)
+	owner := func(i int) string {
+		cm, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), fmt.Sprintf("cm-%02d", i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cm.Labels[shard.ShardLabel("sharded")]
+	}
+	eventually(t, waitTimeout, func() bool {
+		for i := range n {
+			if owner(i) != a.Member() {
+				return false
+			}
+		}
+		return true
+	}, "every ConfigMap labelled for the first replica")
+
+	write := func(gen int) {
+		for i := range n {
+			for attempt := 0; ; attempt++ { // a conflict with the sharder's labels: read again
+				cm, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), fmt.Sprintf("cm-%02d", i), metav1.GetOptions{})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				cm.Data["gen"] = fmt.Sprint(gen)
+				if _, err = kube.CoreV1().ConfigMaps(ns).Update(t.Context(), cm, metav1.UpdateOptions{}); err == nil {
+					break
+				} else if !apierrors.IsConflict(err) || attempt == 20 {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}
+	converged := func(gen int) {
+		eventually(t, waitTimeout, func() bool {
+			for i := range n {
+				if !rec.saw(fmt.Sprintf("%s/cm-%02d", ns, i), fmt.Sprint(gen)) {
+					return false
+				}
+			}
+			return true
+		}, "every ConfigMap reconciled at gen %d", gen)
+	}
+	write(1)
+	converged(1)
+
+	b, rb := startShardedReplica(t, ns, "b", rec)
+	two := shard.NewRing(a.Member(), b.Member())
+	done := make(chan struct{})
+	go func() { // churn during the handovers
+		defer close(done)
+		for gen := 2; gen <= 4; gen++ {
+			write(gen)
+		}
+	}()
+	eventually(t, 3*waitTimeout, func() bool {
+		for i := range n {
+			if owner(i) != two.Owner(fmt.Sprintf("%s/cm-%02d", ns, i)) {
+				return false
+			}
+		}
+		return true
+	}, "every ConfigMap on the member the two-member ring picks")
+	<-done
+	write(5)
+	converged(5)
+	if got := rec.by("b"); got == 0 {
+		t.Fatal("the second replica reconciled nothing: no key was handed over")
+	} else {
+		t.Logf("the second replica reconciled %d times", got)
+	}
+
+	if err := rb.stop(t); err != nil {
+		t.Fatalf("second replica: %v", err)
+	}
+	eventually(t, 3*waitTimeout, func() bool {
+		for i := range n {
+			if owner(i) != a.Member() {
+				return false
+			}
+		}
+		return true
+	}, "every ConfigMap back on the first replica after the second left")
+	write(6)
+	converged(6)
+	if err := ra.stop(t); err != nil {
+		t.Fatalf("first replica: %v", err)
+	}
+	if o := rec.overlaps(); len(o) > 0 {
+		t.Errorf("%d overlapping Reconciles of one key by two replicas: %v", len(o), o)
+	}
+}

@@ -31,6 +31,11 @@
 // synced (a CRD installed or recreated while running, see package
 // informer), the controller's workers hold their keys until it has synced.
 //
+// With Options.Sharding, the controllers it names are sharded: each
+// replica reconciles and caches only its share of their objects, and a key
+// moves from one replica to another only after the first stopped
+// reconciling it (docs/sharding.md says what is built and tested).
+//
 // An error from any controller or Runnable, leader-only or not, stops Run
 // the same way. Losing the lease aborts the leader-only work at once (see
 // package leader for the fencing that keeps a replica that lost the lease

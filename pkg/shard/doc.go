@@ -2,9 +2,10 @@
 // (Ring, a consistent hash ring with VirtualNodes points per member),
 // which members are alive (Members, judged from their Leases by the local
 // clock), what the sharder does to one object (Decide), and the Sharder
-// that labels every object of the sharded resources accordingly. The
-// protocol, and what is built of it so far, is described in
-// docs/sharding.md: the manager does not run sharded controllers yet.
+// that labels every object of the sharded resources accordingly. A
+// manager runs all of it when manager.Options.Sharding is set. The
+// protocol, and what is built and tested of it so far, is described in
+// docs/sharding.md.
 //
 // The contract the protocol rests on: an object moves from one live member
 // to another only after the first acknowledged that it stopped

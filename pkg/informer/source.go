@@ -103,8 +103,9 @@ type part struct {
 	scope  scope
 	writes writeTracker
 	// closed is closed when the part is taken out of its entry because the
-	// API went away or the informer was removed; AddWrite stops waiting.
+	// API went away or the informer was removed; AwaitWrite stops waiting.
 	closed chan struct{}
+	synced atomic.Bool // inf has synced
 }
 
 // entry is one declared informer: the objects of one resource as one Go
@@ -172,10 +173,24 @@ func (e *entry) HasSynced() bool {
 		return false
 	}
 	for _, p := range *ps {
-		if !p.inf.HasSynced() {
+		if !p.hasSynced() {
 			return false
 		}
 	}
+	return true
+}
+
+// hasSynced is p.inf.HasSynced, remembered once true (an informer never
+// unsyncs): client-go's takes the informer's and its queue's locks, and a
+// manager asks before every Reconcile (the sync gate).
+func (p *part) hasSynced() bool {
+	if p.synced.Load() {
+		return true
+	}
+	if !p.inf.HasSynced() {
+		return false
+	}
+	p.synced.Store(true)
 	return true
 }
 

@@ -234,6 +234,10 @@ func newWithClients(c informer.Clients, opts Options, newElector func(leader.Opt
 			return nil, errors.New("manager: Options.Sharding needs informer.Clients.Config or Metadata, to label objects")
 		}
 		m.shard = sh
+		sh.metrics = newShardMetrics(m, sh.ring)
+		if err := m.registry.Register(sh.metrics); err != nil {
+			return nil, fmt.Errorf("manager: registering ctrlkit_shard_* metrics: %w", err)
+		}
 	}
 	return m, nil
 }

@@ -73,6 +73,7 @@ type sharding struct {
 	md      metadata.Interface
 	members *leader.Elector // this replica's member Lease
 	sharder *leader.Elector // the ring's sharder Lease
+	metrics *shardMetrics
 }
 
 // newMember returns identity (the hostname when empty) with a random
@@ -219,12 +220,12 @@ type drainer struct {
 	primary informer.Source
 
 	mu      sync.Mutex
-	pending map[reconcile.Request]bool
+	pending map[reconcile.Request]time.Time // when the drain was seen
 	wake    chan struct{}
 }
 
 func newDrainer(s *sharding, m *Manager, ctrl *reconcile.Controller, primary informer.Source) *drainer {
-	return &drainer{s: s, m: m, ctrl: ctrl, primary: primary, pending: make(map[reconcile.Request]bool), wake: make(chan struct{}, 1)}
+	return &drainer{s: s, m: m, ctrl: ctrl, primary: primary, pending: make(map[reconcile.Request]time.Time), wake: make(chan struct{}, 1)}
 }
 
 // handler is the event handler on the primary informer that notices drains.
@@ -235,8 +236,11 @@ func (d *drainer) handler() cache.ResourceEventHandler {
 		if err != nil || o.GetLabels()[drainLabel] == "" {
 			return
 		}
+		req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}
 		d.mu.Lock()
-		d.pending[reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}] = true
+		if _, ok := d.pending[req]; !ok {
+			d.pending[req] = time.Now()
+		}
 		d.mu.Unlock()
 		select {
 		case d.wake <- struct{}{}:
@@ -250,18 +254,20 @@ func (d *drainer) handler() cache.ResourceEventHandler {
 func (d *drainer) run(ctx context.Context) error {
 	for {
 		d.mu.Lock()
-		var next []reconcile.Request
-		for req := range d.pending {
-			next = append(next, req)
-		}
+		next := maps.Clone(d.pending)
 		d.mu.Unlock()
-		for _, req := range next {
-			if err := d.handOver(ctx, req); err != nil {
+		for req, seen := range next {
+			handed, err := d.handOver(ctx, req)
+			if err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
 				d.m.log.Error(err, "Could not hand a key over; retrying", "controller", d.ctrl.Name(), "namespace", req.Namespace, "name", req.Name)
 				continue
+			}
+			if handed {
+				d.s.metrics.handovers.WithLabelValues(d.ctrl.Name()).Inc()
+				d.s.metrics.handoverSeconds.WithLabelValues(d.ctrl.Name()).Observe(time.Since(seen).Seconds())
 			}
 			d.mu.Lock()
 			delete(d.pending, req)
@@ -281,18 +287,19 @@ func (d *drainer) run(ctx context.Context) error {
 
 // handOver excludes req, waits for its last Reconcile, and removes the
 // shard and drain labels on the condition that the object is still
-// labelled for this member (a JSON patch test).
-func (d *drainer) handOver(ctx context.Context, req reconcile.Request) error {
+// labelled for this member (a JSON patch test). It reports whether it
+// acknowledged: false when the object is gone or no longer this member's.
+func (d *drainer) handOver(ctx context.Context, req reconcile.Request) (bool, error) {
 	obj, ok := d.primary.Cached(req.Namespace, req.Name)
 	if !ok || obj.GetLabels()[shard.ShardLabel(d.s.ring)] != d.s.member {
-		return nil // gone, or no longer ours
+		return false, nil // gone, or no longer ours
 	}
 	idle := d.ctrl.Exclude(req)
 	defer d.ctrl.Include(req) // once acknowledged, Owns refuses it
 	select {
 	case <-idle:
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	}
 	esc := func(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1") }
 	ops := []map[string]any{
@@ -302,18 +309,18 @@ func (d *drainer) handOver(ctx context.Context, req reconcile.Request) error {
 	}
 	body, err := json.Marshal(ops)
 	if err != nil {
-		return err
+		return false, err
 	}
 	res := d.s.md.Resource(d.primary.GroupVersionResource())
 	var c metadata.ResourceInterface = res
 	if req.Namespace != "" {
 		c = res.Namespace(req.Namespace)
 	}
-	_, err = c.Patch(ctx, req.Name, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: d.m.opts.Name})
-	if err == nil {
-		d.m.log.V(1).Info("Handed a key over", "controller", d.ctrl.Name(), "namespace", req.Namespace, "name", req.Name, "member", d.s.member)
+	if _, err = c.Patch(ctx, req.Name, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: d.m.opts.Name}); err != nil {
+		return false, err
 	}
-	return err
+	d.m.log.V(1).Info("Handed a key over", "controller", d.ctrl.Name(), "namespace", req.Namespace, "name", req.Name, "member", d.s.member)
+	return true, nil
 }
 
 // memberTerm runs the sharded controllers and their drainers while this
@@ -371,7 +378,8 @@ func (m *Manager) sharderTerm(ctx context.Context) error {
 	for ctx.Err() == nil {
 		err := m.shard.sharder.Run(ctx, func(leadCtx context.Context) error {
 			s, err := shard.NewSharder(shard.SharderOptions{Ring: m.shard.ring, Namespace: m.shard.sharder.Options().Namespace,
-				Kube: m.kube, Metadata: m.shard.md, Resources: resources, Interval: m.shard.sharder.Options().RetryPeriod, Logger: m.log})
+				Kube: m.kube, Metadata: m.shard.md, Resources: resources, Interval: m.shard.sharder.Options().RetryPeriod, Logger: m.log,
+				Observe: m.shard.metrics})
 			if err != nil {
 				return err
 			}

@@ -58,6 +58,18 @@ type SharderOptions struct {
 	// Logger receives a line for every change of the live members, and
 	// errors.
 	Logger logr.Logger
+	// Observe, when set, is told of every change of the live members and
+	// of every label the sharder writes; a manager feeds its metrics with
+	// it. It must not block.
+	Observe Observer
+}
+
+// Observer receives what a Sharder does, for metrics.
+type Observer interface {
+	// Members is called with the live members whenever they change.
+	Members(live []string)
+	// Labelled is called after each label write: Assign or Drain.
+	Labelled(a Action)
 }
 
 // Sharder assigns every object of the sharded resources to a member of
@@ -207,6 +219,9 @@ func (s *Sharder) judge() {
 		return
 	}
 	s.log.Info("Ring members changed", "ring", s.opts.Ring, "members", live)
+	if s.opts.Observe != nil {
+		s.opts.Observe.Members(live)
+	}
 	for i, inf := range s.infs {
 		for _, obj := range inf.GetStore().List() {
 			s.enqueue(i, obj)
@@ -287,11 +302,23 @@ func (s *Sharder) handle(ctx context.Context, it item) error {
 				}
 			}
 		}
-		return s.label(ctx, it.r, obj, desired)
+		if err := s.label(ctx, it.r, obj, desired); err != nil {
+			return err
+		}
+		s.observed(Assign)
 	case Drain:
-		return s.patch(ctx, it.r, obj, map[string]any{drainLabel: "true"})
+		if err := s.patch(ctx, it.r, obj, map[string]any{drainLabel: "true"}); err != nil {
+			return err
+		}
+		s.observed(Drain)
 	}
 	return nil
+}
+
+func (s *Sharder) observed(a Action) {
+	if s.opts.Observe != nil {
+		s.opts.Observe.Labelled(a)
+	}
 }
 
 // primaryOwner returns obj's controlling owner when it is an object of a

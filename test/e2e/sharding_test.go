@@ -203,6 +203,16 @@ func TestShardingHandsOverWithoutOverlap(t *testing.T) {
 	} else {
 		t.Logf("the second replica reconciled %d times", got)
 	}
+	ma, mb := metricsOf(t, a), metricsOf(t, b)
+	handed, _ := ma.get("ctrlkit_shard_handovers_total", "ring", "sharded", "controller", "cms")
+	keysA, _ := ma.get("ctrlkit_shard_keys", "ring", "sharded", "controller", "cms")
+	keysB, _ := mb.get("ctrlkit_shard_keys", "ring", "sharded", "controller", "cms")
+	drains, _ := ma.get("ctrlkit_shard_labels_total", "ring", "sharded", "action", "drain")
+	membersSeen, _ := ma.get("ctrlkit_shard_members", "ring", "sharded")
+	t.Logf("metrics: a handed over %v keys after %v drains; keys owned a %v, b %v; members %v", handed, drains, keysA, keysB, membersSeen)
+	if handed == 0 || keysA+keysB != n || membersSeen != 2 {
+		t.Errorf("metrics: handovers %v (want > 0), keys %v + %v (want %d), members %v (want 2)", handed, keysA, keysB, n, membersSeen)
+	}
 
 	if err := rb.stop(t); err != nil {
 		t.Fatalf("second replica: %v", err)

@@ -1,0 +1,79 @@
+package manager
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctrlkit/ctrlkit/pkg/shard"
+)
+
+// shardMetrics are the sharding families of a manager with
+// Options.Sharding, registered on its registry:
+//   - ctrlkit_shard_members{ring}: the live members, as the sharder sees
+//     them; set on the replica that runs the sharder.
+//   - ctrlkit_shard_labels_total{ring,action}: the labels the sharder
+//     wrote: assign (an object given to a member) or drain (a live owner
+//     asked to hand one over).
+//   - ctrlkit_shard_handovers_total{ring,controller}: the keys this
+//     replica handed over, and ctrlkit_shard_handover_seconds their time
+//     from the drain label seen to the acknowledgement.
+//   - ctrlkit_shard_keys{ring,controller}: the keys this replica owns,
+//     counted from its primary informer at scrape time.
+type shardMetrics struct {
+	ring            string
+	members         prometheus.Gauge
+	labels          *prometheus.CounterVec
+	handovers       *prometheus.CounterVec
+	handoverSeconds *prometheus.HistogramVec
+	keys            *prometheus.Desc
+	m               *Manager
+}
+
+func newShardMetrics(m *Manager, ring string) *shardMetrics {
+	constLabels := prometheus.Labels{"ring": ring}
+	return &shardMetrics{
+		ring: ring,
+		m:    m,
+		members: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctrlkit_shard_members", ConstLabels: constLabels,
+			Help: "Live members of the sharding ring, as the sharder sees them (set on the replica that runs the sharder)."}),
+		labels: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ctrlkit_shard_labels_total", ConstLabels: constLabels,
+			Help: "Labels the sharder wrote: assign gives an object to a member, drain asks its live owner to hand it over."}, []string{"action"}),
+		handovers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ctrlkit_shard_handovers_total", ConstLabels: constLabels,
+			Help: "Keys this replica handed over after the sharder drained them."}, []string{"controller"}),
+		handoverSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ctrlkit_shard_handover_seconds", ConstLabels: constLabels,
+			Help:    "Time from this replica seeing a key's drain label to its acknowledgement (its last Reconcile of the key included).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"controller"}),
+		keys: prometheus.NewDesc("ctrlkit_shard_keys", "Keys this replica owns: the objects of the sharded controller's primary informer, at scrape time.",
+			[]string{"controller"}, constLabels),
+	}
+}
+
+func (s *shardMetrics) Describe(ch chan<- *prometheus.Desc) {
+	s.members.Describe(ch)
+	s.labels.Describe(ch)
+	s.handovers.Describe(ch)
+	s.handoverSeconds.Describe(ch)
+	ch <- s.keys
+}
+
+func (s *shardMetrics) Collect(ch chan<- prometheus.Metric) {
+	s.members.Collect(ch)
+	s.labels.Collect(ch)
+	s.handovers.Collect(ch)
+	s.handoverSeconds.Collect(ch)
+	s.m.mu.Lock()
+	var ctrls []*controller
+	for _, c := range s.m.controllers {
+		if c.drainer != nil {
+			ctrls = append(ctrls, c)
+		}
+	}
+	s.m.mu.Unlock()
+	for _, c := range ctrls {
+		ch <- prometheus.MustNewConstMetric(s.keys, prometheus.GaugeValue, float64(c.drainer.primary.Len()), c.ctrl.Name())
+	}
+}
+
+// Members and Labelled make shardMetrics the Sharder's shard.Observer.
+func (s *shardMetrics) Members(live []string) { s.members.Set(float64(len(live))) }
+
+func (s *shardMetrics) Labelled(a shard.Action) { s.labels.WithLabelValues(a.String()).Inc() }

@@ -76,41 +76,11 @@ func cborPaths() []path {
 
 // BenchmarkDecodeCBOR decodes one CBOR object per op:
 // BenchmarkDecodeCBOR/<kind>/<path>, to set beside BenchmarkDecode.
-func BenchmarkDecodeCBOR(b *testing.B) {
-	for _, p := range cborPaths() {
-		b.Run(p.name, func(b *testing.B) {
-			if _, err := p.decode(p.single); err != nil {
-				b.Fatal(err)
-			}
-			b.SetBytes(int64(len(p.single)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := p.decode(p.single); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(len(p.single)), "wire-B/obj")
-		})
-	}
-}
+func BenchmarkDecodeCBOR(b *testing.B) { benchDecode(b, cborPaths()) }
 
 // BenchmarkDecodeListCBOR decodes a CBOR list of listSize objects per op:
 // BenchmarkDecodeListCBOR/<kind>/<path>, to set beside BenchmarkDecodeList.
-func BenchmarkDecodeListCBOR(b *testing.B) {
-	for _, p := range cborPaths() {
-		b.Run(p.name, func(b *testing.B) {
-			if n := p.items(p.list); n != listSize {
-				b.Fatalf("decoded %d items, want %d", n, listSize)
-			}
-			b.SetBytes(int64(len(p.list)))
-			b.ReportAllocs()
-			for b.Loop() {
-				p.items(p.list)
-			}
-			b.ReportMetric(float64(len(p.list))/listSize, "wire-B/obj")
-		})
-	}
-}
+func BenchmarkDecodeListCBOR(b *testing.B) { benchDecodeList(b, cborPaths()) }
 
 // TestCBORPathsAgree: every CBOR path decodes the object its JSON path
 // does, so the benchmarks compare the same work.

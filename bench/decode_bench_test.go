@@ -293,8 +293,16 @@ func paths() []path {
 }
 
 // BenchmarkDecode decodes one object per op: BenchmarkDecode/<kind>/<path>.
-func BenchmarkDecode(b *testing.B) {
-	for _, p := range paths() {
+func BenchmarkDecode(b *testing.B) { benchDecode(b, paths()) }
+
+// BenchmarkDecodeList decodes a list of listSize objects per op:
+// BenchmarkDecodeList/<kind>/<path>. Divide by listSize for one object.
+func BenchmarkDecodeList(b *testing.B) { benchDecodeList(b, paths()) }
+
+// benchDecode runs one sub-benchmark per path, decoding one object per op,
+// and reports the bytes on the wire per object.
+func benchDecode(b *testing.B, ps []path) {
+	for _, p := range ps {
 		b.Run(p.name, func(b *testing.B) {
 			if _, err := p.decode(p.single); err != nil {
 				b.Fatal(err)
@@ -306,14 +314,15 @@ func BenchmarkDecode(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(float64(len(p.single)), "wire-B/obj")
 		})
 	}
 }
 
-// BenchmarkDecodeList decodes a list of listSize objects per op:
-// BenchmarkDecodeList/<kind>/<path>. Divide by listSize for one object.
-func BenchmarkDecodeList(b *testing.B) {
-	for _, p := range paths() {
+// benchDecodeList runs one sub-benchmark per path, decoding a list of
+// listSize objects per op, and reports the bytes on the wire per object.
+func benchDecodeList(b *testing.B, ps []path) {
+	for _, p := range ps {
 		b.Run(p.name, func(b *testing.B) {
 			if n := p.items(p.list); n != listSize {
 				b.Fatalf("decoded %d items, want %d", n, listSize)
@@ -323,6 +332,7 @@ func BenchmarkDecodeList(b *testing.B) {
 			for b.Loop() {
 				p.items(p.list)
 			}
+			b.ReportMetric(float64(len(p.list))/listSize, "wire-B/obj")
 		})
 	}
 }

@@ -297,6 +297,12 @@ func TestAwaitWriteOutOfScope(t *testing.T) {
 			out:  wrote(versioned("team-b", "a", "u", "99", nil)),
 		},
 		{
+			name: "one of several namespaces",
+			opts: informer.Options{Namespaces: []string{"team-a", "team-c"}},
+			in:   wrote(versioned("team-a", "a", "u", "99", nil)),
+			out:  wrote(versioned("team-b", "a", "u", "99", nil)),
+		},
+		{
 			name: "ByType namespace",
 			opts: informer.Options{ByType: map[runtime.Object]informer.TypeOptions{&corev1.ConfigMap{}: {Namespaces: []string{"team-a"}}}},
 			in:   wrote(versioned("team-a", "a", "u", "99", nil)),

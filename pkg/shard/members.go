@@ -70,7 +70,9 @@ func (m *Members) Observe(lease *coordinationv1.Lease) (member string, ok bool) 
 	defer m.mu.Unlock()
 	o, known := m.seen[member]
 	if !known || o.record != record {
-		o = observed{record: record, at: m.clock.Now(), duration: d, released: holder == ""}
+		// Released (no holder) or buried by a sharder (another holder):
+		// either way the member no longer holds it.
+		o = observed{record: record, at: m.clock.Now(), duration: d, released: holder != member}
 	}
 	m.seen[member] = o
 	return member, true

@@ -51,6 +51,10 @@ func TestMembersJudgeByTheirOwnClock(t *testing.T) {
 	if m.Alive("a") {
 		t.Error("a member that released its Lease is alive")
 	}
+	m.Observe(lease(shard.LeaseName("web", "c"), "ctrlkit-sharder-buried", "1", longAgo)) // buried by a sharder
+	if m.Alive("c") {
+		t.Error("a member whose Lease a sharder took is alive")
+	}
 	m.Forget("a")
 	if got := m.Live(); len(got) != 0 {
 		t.Errorf("Live = %q, want none", got)

@@ -87,9 +87,14 @@ type Sharder struct {
 	ring Ring
 	live []string
 
-	infs  []cache.SharedIndexInformer // by index in opts.Resources
-	queue *workqueue.Queue[item]
+	infs   []cache.SharedIndexInformer // by index in opts.Resources
+	leases cache.SharedIndexInformer
+	queue  *workqueue.Queue[item]
 }
+
+// buriedHolder is the holder a sharder writes into the Lease of a member
+// it found dead, before it gives that member's objects away.
+const buriedHolder = "ctrlkit-sharder-buried"
 
 // item is one object to look at: its resource's index and its key.
 type item struct {
@@ -131,6 +136,7 @@ func (s *Sharder) Start(ctx context.Context) error {
 	defer s.queue.ShutDown()
 	leases := informers.NewSharedInformerFactoryWithOptions(s.opts.Kube, 0, informers.WithNamespace(s.opts.Namespace)).
 		Coordination().V1().Leases().Informer()
+	s.leases = leases
 	if _, err := leases.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { s.observe(obj, false) },
 		UpdateFunc: func(_, obj any) { s.observe(obj, false) },
@@ -289,6 +295,12 @@ func (s *Sharder) handle(ctx context.Context, it item) error {
 	s.mu.Unlock()
 	switch Decide(current, draining, desired, s.members.Alive) {
 	case Assign:
+		if current != "" {
+			// Its owner looks dead: make it so before taking its objects.
+			if err := s.bury(ctx, current); err != nil {
+				return err
+			}
+		}
 		if s.opts.Resources[it.r].Primary {
 			// Children first: the new owner's first Reconcile finds them.
 			for c, inf := range s.infs {
@@ -312,6 +324,33 @@ func (s *Sharder) handle(ctx context.Context, it item) error {
 		}
 		s.observed(Drain)
 	}
+	return nil
+}
+
+// bury takes the Lease of member, whose objects the sharder is about to
+// give away because the Lease looks expired, on the condition that the
+// Lease has not changed since the sharder last saw it (its
+// resourceVersion). A sharder whose watch of the Leases lags would
+// otherwise take a member that kept renewing for dead: the update then
+// conflicts, and the object waits. Once buried, the member can never
+// renew: its elector sees another holder and it stops. A Lease already
+// released or buried, or deleted, needs nothing.
+func (s *Sharder) bury(ctx context.Context, member string) error {
+	obj, ok, err := s.leases.GetStore().GetByKey(s.opts.Namespace + "/" + LeaseName(s.opts.Ring, member))
+	if err != nil || !ok {
+		return err
+	}
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != member {
+		return nil
+	}
+	l = l.DeepCopy()
+	holder := buriedHolder
+	l.Spec.HolderIdentity = &holder
+	if _, err := s.opts.Kube.CoordinationV1().Leases(l.Namespace).Update(ctx, l, metav1.UpdateOptions{FieldManager: "ctrlkit-sharder"}); err != nil {
+		return fmt.Errorf("burying the Lease of member %s: %w", member, err)
+	}
+	s.log.Info("A member's Lease expired: buried it before giving its objects away", "ring", s.opts.Ring, "member", member)
 	return nil
 }
 

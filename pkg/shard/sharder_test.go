@@ -175,6 +175,15 @@ func TestSharder(t *testing.T) {
 	e.renew("c")
 	e.clock.Step(6 * time.Second) // b's last renewal is 16s old
 	eventuallyT(t, "b's widgets on a or c", settled("a", "c"))
+	// Before giving b's objects away the sharder took b's Lease, so b can
+	// never renew it.
+	l, err := e.kube.CoordinationV1().Leases("leases").Get(ctx, shard.LeaseName("web", "b"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := *l.Spec.HolderIdentity; h == "b" || h == "" {
+		t.Errorf("b's Lease holder after its objects moved = %q, want the sharder's tombstone", h)
+	}
 }
 
 func contains(xs []string, x string) bool {

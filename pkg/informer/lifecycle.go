@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -68,7 +69,7 @@ func (c *Cache) release(e *entry) {
 	if last {
 		e.removed = true
 		delete(c.entries, e.key)
-		c.order = deleteEntry(c.order, e)
+		c.order = slices.DeleteFunc(c.order, func(x *entry) bool { return x == e })
 		c.publish()
 		c.typed.errs.forget(e.name)
 	}
@@ -85,17 +86,6 @@ func (c *Cache) release(e *entry) {
 	// Free the objects: readers of the Informer value the user still
 	// holds find no parts and get ErrRemoved.
 	e.takeParts()
-}
-
-func deleteEntry(order []*entry, e *entry) []*entry {
-	out := order[:0]
-	for _, x := range order {
-		if x != e {
-			out = append(out, x)
-		}
-	}
-	clear(order[len(out):])
-	return out
 }
 
 // launch starts e: its parts at once when its API is known to be served,

@@ -211,22 +211,12 @@ func (e *entry) List() []any {
 }
 
 func (e *entry) Cached(namespace, name string) (metav1.Object, bool) {
-	idxs, err := e.readers(namespace)
-	if err != nil {
+	obj, ok, err := lookup(e, namespace, name)
+	if err != nil || !ok {
 		return nil, false
 	}
-	key := name
-	if namespace != "" {
-		key = namespace + "/" + name
-	}
-	for _, idx := range idxs {
-		if obj, ok, err := idx.GetByKey(key); err == nil && ok {
-			if m, err := meta.Accessor(obj); err == nil {
-				return m, true
-			}
-		}
-	}
-	return nil, false
+	m, err := meta.Accessor(obj)
+	return m, err == nil
 }
 
 func (e *entry) GroupVersionResource() schema.GroupVersionResource { return e.resource() }

@@ -270,9 +270,26 @@ func NewLister[T runtime.Object](indexer cache.Indexer, gr schema.GroupResource)
 // not NotFound.
 func (l Lister[T]) Get(namespace, name string) (T, error) {
 	var zero T
-	idxs, err := l.src.readers(namespace)
-	if err != nil {
+	obj, ok, err := lookup(l.src, namespace, name)
+	switch {
+	case err != nil:
 		return zero, err
+	case !ok:
+		return zero, apierrors.NewNotFound(l.src.groupResource(), name)
+	}
+	t, ok := obj.(T)
+	if !ok {
+		return zero, fmt.Errorf("informer: cache for %s holds %T, not %T", l.src.groupResource(), obj, zero)
+	}
+	return t, nil
+}
+
+// lookup returns the object namespace/name from the indexer of r that
+// holds it, if any.
+func lookup(r reader, namespace, name string) (any, bool, error) {
+	idxs, err := r.readers(namespace)
+	if err != nil {
+		return nil, false, err
 	}
 	key := name
 	if namespace != "" {
@@ -280,19 +297,11 @@ func (l Lister[T]) Get(namespace, name string) (T, error) {
 	}
 	for _, idx := range idxs {
 		obj, ok, err := idx.GetByKey(key)
-		if err != nil {
-			return zero, err
+		if err != nil || ok {
+			return obj, ok, err
 		}
-		if !ok {
-			continue
-		}
-		t, ok := obj.(T)
-		if !ok {
-			return zero, fmt.Errorf("informer: cache for %s holds %T, not %T", l.src.groupResource(), obj, zero)
-		}
-		return t, nil
 	}
-	return zero, apierrors.NewNotFound(l.src.groupResource(), name)
+	return nil, false, nil
 }
 
 // List returns the objects in all namespaces that match selector; a nil

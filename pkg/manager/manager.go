@@ -200,13 +200,13 @@ func newWithClients(c informer.Clients, opts Options, newElector func(leader.Opt
 	if err := m.registry.Register(cache.Collector()); err != nil {
 		return nil, fmt.Errorf("manager: registering ctrlkit_cache_* metrics: %w", err)
 	}
+	if newElector == nil {
+		newElector = func(o leader.Options) (*leader.Elector, error) { return leader.New(c.Kube, o) }
+	}
 	if opts.LeaderElection != nil {
 		le := *opts.LeaderElection
 		if le.Logger.GetSink() == nil {
 			le.Logger = m.log
-		}
-		if newElector == nil {
-			newElector = func(o leader.Options) (*leader.Elector, error) { return leader.New(c.Kube, o) }
 		}
 		if m.elector, err = newElector(le); err != nil {
 			return nil, fmt.Errorf("manager: Options.LeaderElection: %w", err)
@@ -217,9 +217,6 @@ func newWithClients(c informer.Clients, opts Options, newElector func(leader.Opt
 		m.checks["leader-election"] = m.elector.Check
 	}
 	if sh != nil {
-		if newElector == nil {
-			newElector = func(o leader.Options) (*leader.Elector, error) { return leader.New(c.Kube, o) }
-		}
 		if err := sh.electors(newElector, m.log); err != nil {
 			return nil, err
 		}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -301,22 +300,7 @@ func (d *drainer) handOver(ctx context.Context, req reconcile.Request) (bool, er
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}
-	esc := func(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1") }
-	ops := []map[string]any{
-		{"op": "test", "path": "/metadata/labels/" + esc(shard.ShardLabel(d.s.ring)), "value": d.s.member},
-		{"op": "remove", "path": "/metadata/labels/" + esc(shard.ShardLabel(d.s.ring))},
-		{"op": "remove", "path": "/metadata/labels/" + esc(shard.DrainLabel(d.s.ring))},
-	}
-	body, err := json.Marshal(ops)
-	if err != nil {
-		return false, err
-	}
-	res := d.s.md.Resource(d.primary.GroupVersionResource())
-	var c metadata.ResourceInterface = res
-	if req.Namespace != "" {
-		c = res.Namespace(req.Namespace)
-	}
-	if _, err = c.Patch(ctx, req.Name, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: d.m.opts.Name}); err != nil {
+	if err := shard.Acknowledge(ctx, d.s.md, d.primary.GroupVersionResource(), req.Namespace, req.Name, d.s.ring, d.s.member, d.m.opts.Name); err != nil {
 		return false, err
 	}
 	d.m.log.V(1).Info("Handed a key over", "controller", d.ctrl.Name(), "namespace", req.Namespace, "name", req.Name, "member", d.s.member)

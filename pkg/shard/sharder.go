@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/workqueue"
 )
 
@@ -102,8 +104,6 @@ type item struct {
 	namespace, name string
 }
 
-const ownerIndex = "controller-owner"
-
 // NewSharder validates opts and returns a Sharder.
 func NewSharder(opts SharderOptions) (*Sharder, error) {
 	switch {
@@ -147,7 +147,13 @@ func (s *Sharder) Start(ctx context.Context) error {
 	s.infs = make([]cache.SharedIndexInformer, len(s.opts.Resources))
 	for i, r := range s.opts.Resources {
 		inf := metadatainformer.NewFilteredMetadataInformer(s.opts.Metadata, r.Resource, metav1.NamespaceAll, 0,
-			cache.Indexers{ownerIndex: controllerOwnerIndex}, nil).Informer()
+			cache.Indexers{informer.ControllerIndex: func(obj any) ([]string, error) {
+				m, ok := obj.(*metav1.PartialObjectMetadata)
+				if !ok {
+					return nil, nil
+				}
+				return informer.IndexByControllerOwner(m), nil
+			}}, nil).Informer()
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { s.enqueue(i, obj) },
 			UpdateFunc: func(_, obj any) { s.enqueue(i, obj) },
@@ -304,7 +310,7 @@ func (s *Sharder) handle(ctx context.Context, it item) error {
 		if s.opts.Resources[it.r].Primary {
 			// Children first: the new owner's first Reconcile finds them.
 			for c, inf := range s.infs {
-				children, _ := inf.GetIndexer().ByIndex(ownerIndex, ownerKey(s.opts.Resources[it.r].Kind, obj.Namespace, obj.Name))
+				children, _ := inf.GetIndexer().ByIndex(informer.ControllerIndex, informer.ControllerKey(s.opts.Resources[it.r].Kind, obj.Namespace, obj.Name))
 				for _, child := range children {
 					if m, ok := child.(*metav1.PartialObjectMetadata); ok && m.Labels[shardLabel] != desired {
 						if err := s.label(ctx, c, m, desired); err != nil {
@@ -397,34 +403,40 @@ func (s *Sharder) patch(ctx context.Context, r int, obj *metav1.PartialObjectMet
 	if err != nil {
 		return err
 	}
-	res := s.opts.Metadata.Resource(s.opts.Resources[r].Resource)
-	var c metadata.ResourceInterface = res
-	if obj.Namespace != "" {
-		c = res.Namespace(obj.Namespace)
-	}
-	_, err = c.Patch(ctx, obj.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "ctrlkit-sharder"})
+	_, err = resourceClient(s.opts.Metadata, s.opts.Resources[r].Resource, obj.Namespace).
+		Patch(ctx, obj.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "ctrlkit-sharder"})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	return err
 }
 
-func controllerOwnerIndex(obj any) ([]string, error) {
-	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return nil, nil
+// resourceClient is md's client of resource gvr in namespace (empty for
+// cluster-scoped objects).
+func resourceClient(md metadata.Interface, gvr schema.GroupVersionResource, namespace string) metadata.ResourceInterface {
+	res := md.Resource(gvr)
+	if namespace == "" {
+		return res
 	}
-	ref := metav1.GetControllerOfNoCopy(m)
-	if ref == nil {
-		return nil, nil
-	}
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil {
-		return nil, nil
-	}
-	return []string{ownerKey(schema.GroupKind{Group: gv.Group, Kind: ref.Kind}, m.Namespace, ref.Name)}, nil
+	return res.Namespace(namespace)
 }
 
-func ownerKey(gk schema.GroupKind, namespace, name string) string {
-	return gk.String() + "/" + namespace + "/" + name
+// Acknowledge is a member's answer to a drain: it removes the shard and
+// drain labels of ring from the object namespace/name of resource gvr, on
+// the condition that the object is still labelled for member (a JSON
+// patch test), through md with fieldManager. Call it only once the member
+// has stopped reconciling the object (reconcile.Controller.Exclude): the
+// sharder then gives it to its new member.
+func Acknowledge(ctx context.Context, md metadata.Interface, gvr schema.GroupVersionResource, namespace, name, ring, member, fieldManager string) error {
+	esc := strings.NewReplacer("~", "~0", "/", "~1").Replace // JSON pointer
+	body, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/labels/" + esc(ShardLabel(ring)), "value": member},
+		{"op": "remove", "path": "/metadata/labels/" + esc(ShardLabel(ring))},
+		{"op": "remove", "path": "/metadata/labels/" + esc(DrainLabel(ring))},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = resourceClient(md, gvr, namespace).Patch(ctx, name, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: fieldManager})
+	return err
 }

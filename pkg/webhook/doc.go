@@ -1,0 +1,2 @@
+// Package webhook serves admission and conversion webhooks.
+package webhook

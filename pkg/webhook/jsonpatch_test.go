@@ -67,8 +67,8 @@ func TestDiffJSON(t *testing.T) {
 // have.
 func TestJSONPatchThreeWay(t *testing.T) {
 	for _, tc := range []struct {
-		name                     string
-		original, before, after  string
+		name                      string
+		original, before, after   string
 		want, wantPatchedOriginal string
 	}{
 		{

@@ -23,8 +23,8 @@ var (
 func newScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	s.AddKnownTypes(groupV1, &Gadget{}, &Other{})
-	s.AddKnownTypes(groupV1alpha1, &GadgetV1alpha1{})
-	s.AddKnownTypes(groupV1beta1, &GadgetV1beta1{})
+	s.AddKnownTypeWithName(groupV1alpha1.WithKind("Gadget"), &GadgetV1alpha1{})
+	s.AddKnownTypeWithName(groupV1beta1.WithKind("Gadget"), &GadgetV1beta1{})
 	return s
 }
 

@@ -1,0 +1,253 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	pathpkg "path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DefaultAddr is where a Server listens when Options.Addr is empty: the
+// port kubebuilder's projects give their webhook Service.
+const DefaultAddr = ":9443"
+
+// drainTimeout bounds how long Start waits for requests in flight once its
+// ctx is done: the API server's default webhook timeout (timeoutSeconds).
+const drainTimeout = 10 * time.Second
+
+// Options configures a Server.
+type Options struct {
+	// Addr is the host:port the server listens on, such as ":9443" or
+	// "127.0.0.1:0". Empty means DefaultAddr.
+	Addr string
+	// GetCertificate returns the serving certificate for a TLS handshake,
+	// as tls.Config.GetCertificate: a certificate source's method, which
+	// may change the certificate it returns at any time (rotation takes
+	// effect at the next handshake). Required.
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// EnableHTTP2 lets clients negotiate HTTP/2. It is off by default:
+	// HTTP/2's stream reset lets a client make a server start and abandon
+	// requests faster than it can refuse them (the "rapid reset" attack,
+	// CVE-2023-44487), and the API server calls webhooks over HTTP/1.1
+	// just as well.
+	EnableHTTP2 bool
+	// Registry receives the controller_runtime_webhook_* metrics. Nil
+	// means they are not registered.
+	Registry prometheus.Registerer
+	// Logger receives the server's logs and is given to the handlers in
+	// their request's context (logr.FromContextOrDiscard), with the key
+	// webhook naming the path. The zero value discards logs.
+	Logger logr.Logger
+}
+
+// Server serves webhooks over HTTPS (TLS 1.2 or later), each at the path
+// it is registered at. Build it with NewServer, Register handlers, and
+// Start it.
+//
+// Goroutines: Start runs the HTTP server's accept loop and, through
+// net/http, a goroutine per connection, and returns once they have ended.
+// Handlers run on those goroutines, concurrently. Register and the other
+// methods are safe for concurrent use, also while Start runs.
+type Server struct {
+	opts    Options
+	log     logr.Logger
+	metrics *metrics
+
+	mu       sync.RWMutex
+	handlers map[string]http.Handler
+	started  bool
+	addr     net.Addr // once listening
+	stopping bool     // Start's ctx is done
+}
+
+// NewServer validates opts and returns a Server that is not listening yet.
+// It fails if Options.Addr is not host:port, Options.GetCertificate is
+// nil, or the metrics cannot be registered.
+func NewServer(opts Options) (*Server, error) {
+	if opts.Addr == "" {
+		opts.Addr = DefaultAddr
+	}
+	if _, _, err := net.SplitHostPort(opts.Addr); err != nil {
+		return nil, fmt.Errorf("webhook: Options.Addr is %q: use host:port such as %q or \"127.0.0.1:0\"", opts.Addr, DefaultAddr)
+	}
+	if opts.GetCertificate == nil {
+		return nil, errors.New("webhook: Options.GetCertificate is nil: pass a certificate source's GetCertificate, which the TLS handshake asks for the serving certificate")
+	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.Discard()
+	}
+	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), handlers: make(map[string]http.Handler)}
+	if opts.Registry != nil {
+		for _, c := range s.metrics.collectors() {
+			if err := opts.Registry.Register(c); err != nil {
+				return nil, fmt.Errorf("webhook: registering the controller_runtime_webhook_* metrics: %w", err)
+			}
+		}
+	}
+	return s, nil
+}
+
+// Register serves h at path, which must be a clean absolute URL path such
+// as "/validate-widgets", the path of the webhook configuration's
+// clientConfig. Requests to a path nothing is registered at get 404.
+// Register may be called before or while Start runs: h is served from the
+// moment Register returns. A path can be registered once; there is no
+// unregistering.
+func (s *Server) Register(path string, h http.Handler) error {
+	if s == nil {
+		return fmt.Errorf("webhook: registering %q on a nil Server: set manager.Options.Webhook, or build one with NewServer", path)
+	}
+	if !strings.HasPrefix(path, "/") {
+		return fmt.Errorf("webhook: path %q does not start with \"/\": register the path of the webhook configuration's clientConfig, such as \"/validate-widgets\"", path)
+	}
+	if clean := pathpkg.Clean(path); clean != path || strings.ContainsAny(path, "?#") {
+		return fmt.Errorf("webhook: path %q is not a clean URL path: use one such as %q, without a query or a trailing \"/\"", path, strings.TrimRight(strings.Split(clean, "?")[0], "/"))
+	}
+	if isNil(h) {
+		return fmt.Errorf("webhook: registering %q: the handler is nil", path)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.handlers[path]; ok {
+		return fmt.Errorf("webhook: path %q is registered twice: give each webhook a path of its own", path)
+	}
+	log := s.log.WithValues("webhook", path)
+	inner := s.metrics.instrument(path, h)
+	s.handlers[path] = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inner.ServeHTTP(w, r.WithContext(logr.NewContext(r.Context(), log)))
+	})
+	return nil
+}
+
+// Start listens on Options.Addr and serves until ctx is done. Then it
+// stops accepting connections, waits up to 10 seconds (the API server's
+// default webhook timeout) for requests in flight, closes the connections
+// left, and returns nil. It returns an error at once if it cannot listen,
+// and if serving fails. A Server starts once.
+//
+// A handler still running when Start returns (one that ignores its
+// request's ctx past the 10 seconds) is left running.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		return errors.New("webhook: Start called twice: a Server starts once")
+	}
+	s.started = true
+	s.mu.Unlock()
+
+	ln, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		return fmt.Errorf("webhook: listening on %q: %w", s.opts.Addr, err)
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(s.opts.EnableHTTP2)
+	// Requests outlive ctx while they drain; their ctx ends with the
+	// connection.
+	base := logr.NewContext(context.WithoutCancel(ctx), s.log)
+	srv := &http.Server{
+		Handler:           http.HandlerFunc(s.serve),
+		ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.opts.GetCertificate},
+		Protocols:         &protocols,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		// TLS handshake errors (a client that does not trust the
+		// certificate, a TCP probe) are logged here.
+		ErrorLog: log.New(logWriter{s.log.V(1)}, "", 0),
+	}
+	s.mu.Lock()
+	s.addr = ln.Addr()
+	s.mu.Unlock()
+	s.log.Info("Serving webhooks", "addr", ln.Addr().String(), "http2", s.opts.EnableHTTP2)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeTLS(ln, "", "") }()
+	select {
+	case err := <-served:
+		s.setStopping()
+		return fmt.Errorf("webhook: serving on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	s.setStopping()
+	drainCtx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	if err := srv.Shutdown(drainCtx); err != nil {
+		s.log.Info("Webhook requests still in flight after the drain timeout; closing their connections", "timeout", drainTimeout)
+		_ = srv.Close()
+	}
+	<-served // http.ErrServerClosed
+	s.log.Info("Stopped serving webhooks")
+	return nil
+}
+
+func (s *Server) setStopping() {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+}
+
+// serve routes a request to the handler registered at its exact path.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.RLock()
+	h := s.handlers[r.URL.Path]
+	s.mu.RUnlock()
+	if h == nil {
+		http.Error(w, fmt.Sprintf("webhook: no webhook is registered at %q", r.URL.Path), http.StatusNotFound)
+		return
+	}
+	h.ServeHTTP(w, r)
+}
+
+// Ready returns nil once Start is listening and a serving certificate is
+// available (Options.GetCertificate returns one for a client that sends no
+// server name, as the API server calling https://<IP> does), until Start's
+// ctx is done. Otherwise it says what is missing. A manager's /readyz
+// serves it.
+func (s *Server) Ready() error {
+	if s == nil {
+		return errors.New("webhook: nil Server")
+	}
+	s.mu.RLock()
+	addr, stopping := s.addr, s.stopping
+	s.mu.RUnlock()
+	switch {
+	case stopping:
+		return errors.New("webhook: the server is stopping")
+	case addr == nil:
+		return errors.New("webhook: the server is not listening yet")
+	}
+	cert, err := s.opts.GetCertificate(&tls.ClientHelloInfo{})
+	switch {
+	case err != nil:
+		return fmt.Errorf("webhook: no serving certificate yet: %w", err)
+	case cert == nil:
+		return errors.New("webhook: no serving certificate yet")
+	}
+	return nil
+}
+
+// Addr is the address Start listens on, or nil before it listens.
+func (s *Server) Addr() net.Addr {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.addr
+}
+
+// logWriter turns the lines of net/http's error log into log entries.
+type logWriter struct{ log logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.Info("HTTP server error", "err", strings.TrimSpace(string(p)))
+	return len(p), nil
+}

@@ -35,10 +35,10 @@ import (
 // informer would never sync, or never update again after a relist. A watch
 // event that does not decode makes client-go's StreamWatcher send an Error
 // event (500, "unable to decode an event from the watch stream"), the
-// reflector logs "watch ended with error" and lists again, first as a
-// watch-list, which meets the same object among its initial events and
-// falls back to a plain list: so every undecodable object ends up in
-// ListWithContextFunc's fallback, which leaves it out and counts it.
+// reflector logs "watch ended with error" and lists again (ctrlkit's
+// informers list rather than use WatchList, initiallist.go): so every
+// undecodable object ends up in ListWithContextFunc's fallback, which
+// leaves it out and counts it.
 
 // typedClients are what custom-type informers list and watch through: one
 // REST client per group version over one HTTP client, and the decode
@@ -162,7 +162,8 @@ func typedInformer(rc rest.Interface, decoder runtime.Decoder, newList func() ru
 				VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
 		},
 	}
-	inf = cache.NewSharedIndexInformerWithOptions(lw, reflect.New(rt.Elem()).Interface().(runtime.Object),
+	inf = cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{}),
+		reflect.New(rt.Elem()).Interface().(runtime.Object),
 		cache.SharedIndexInformerOptions{
 			ResyncPeriod:      resync,
 			Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},

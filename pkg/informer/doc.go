@@ -8,7 +8,11 @@
 // Declaring the same type twice returns the same informer. Nothing is
 // cached that was not declared. Built-in types are listed and watched by
 // informers of client-go's SharedInformerFactory, custom types by
-// informers of their own.
+// informers of their own. Every informer fills its cache with one
+// consistent list (resourceVersion "", unpaginated), not client-go's
+// default WatchList stream nor a list at resourceVersion "0", which the
+// API server may answer from a cache older than what the client saw
+// before it restarted; then it watches from the list's resourceVersion.
 //
 // Namespaces: Options.Namespaces (or a type's TypeOptions.Namespaces)
 // caches only the namespaces listed, through one client-go informer per

@@ -69,7 +69,7 @@ func ForMetadata[T runtime.Object](c *Cache) (*Informer[*metav1.PartialObjectMet
 			return plan{}, fmt.Errorf("informer: ForMetadata[%v]: %w", rt, err)
 		}
 		p.newInformer = func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions)) (cache.SharedIndexInformer, error) {
-			return metadatainformer.NewFilteredMetadataInformer(mc, gvr, ns, c.resyncFor(rt),
+			return metadatainformer.NewFilteredMetadataInformer(listingMetadata{Interface: mc}, gvr, ns, c.resyncFor(rt),
 				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer(), nil
 		}
 		p.convert = withKind(gvk)

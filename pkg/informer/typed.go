@@ -81,7 +81,7 @@ func For[T runtime.Object](c *Cache) (*Informer[T], error) {
 			p.newInformer = func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions)) (cache.SharedIndexInformer, error) {
 				// A factory per informer: each namespace's informer is
 				// started and stopped on its own.
-				f := informers.NewSharedInformerFactoryWithOptions(c.clients.Kube, c.resyncFor(rt),
+				f := informers.NewSharedInformerFactoryWithOptions(listingKube{Interface: c.clients.Kube}, c.resyncFor(rt),
 					informers.WithNamespace(ns), informers.WithTweakListOptions(tweak))
 				gi, err := f.ForResource(gvr)
 				if err != nil {
@@ -149,7 +149,7 @@ func (c *Cache) resolve(where string, rt reflect.Type, gvk schema.GroupVersionKi
 // type rt (nil: the Cache's default).
 func (c *Cache) dynamicInformer(rt reflect.Type) func(schema.GroupVersionResource, string, func(*metav1.ListOptions)) (cache.SharedIndexInformer, error) {
 	return func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions)) (cache.SharedIndexInformer, error) {
-		return dynamicinformer.NewFilteredDynamicInformer(c.clients.Dynamic, gvr, ns, c.resyncFor(rt),
+		return dynamicinformer.NewFilteredDynamicInformer(listingDynamic{Interface: c.clients.Dynamic}, gvr, ns, c.resyncFor(rt),
 			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer(), nil
 	}
 }

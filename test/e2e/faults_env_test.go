@@ -96,10 +96,13 @@ type requestCounter struct {
 
 // request is one GET a requestCounter saw.
 type request struct {
-	at    time.Time
-	watch bool   // a watch from a resourceVersion on
-	list  bool   // a list, or a watch that streams the state first (a WatchList)
-	rv    string // the resourceVersion it asked for
+	at      time.Time
+	watch   bool   // a watch from a resourceVersion on
+	list    bool   // a list, or a watch that streams the state first (a WatchList)
+	rv      string // the resourceVersion it asked for
+	path    string // the URL path
+	initial bool   // a watch that streams the state first (a WatchList)
+	limit   string // the page size it asked for, "" for none
 }
 
 // config returns a copy of c whose requests rc counts.
@@ -118,10 +121,10 @@ func (rc *requestCounter) config(c *rest.Config) *rest.Config {
 				if initial {
 					rc.lists++
 				}
-				rc.log = append(rc.log, request{at: time.Now(), watch: !initial, list: initial, rv: q.Get("resourceVersion")})
+				rc.log = append(rc.log, request{at: time.Now(), watch: !initial, list: initial, initial: initial, rv: q.Get("resourceVersion"), path: req.URL.Path, limit: q.Get("limit")})
 			default:
 				rc.lists++
-				rc.log = append(rc.log, request{at: time.Now(), list: true, rv: q.Get("resourceVersion")})
+				rc.log = append(rc.log, request{at: time.Now(), list: true, rv: q.Get("resourceVersion"), path: req.URL.Path, limit: q.Get("limit")})
 			}
 			rc.mu.Unlock()
 			resp, err := rt.RoundTrip(req)

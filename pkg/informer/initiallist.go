@@ -1,0 +1,65 @@
+package informer
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+)
+
+// How an informer fills its cache. client-go v0.37's reflectors stream the
+// initial state as watch events (WatchList) by default, and otherwise list
+// at resourceVersion "0": whatever the API server's watch cache holds,
+// which can be older than what this client saw before it restarted.
+// ctrlkit's informers list at resourceVersion "" and unpaginated instead:
+// a consistent read, which kube-apiserver serves from its watch cache once
+// the cache has caught up with etcd, in one response written by its
+// streaming list encoder. It fills a cache in less time than WatchList
+// (make bench-e2e, "cache synced"), whose initial events are each framed,
+// sent and decoded as one watch event. Relists after a watch ends keep
+// client-go's behaviour: at the last resourceVersion seen, or, when that
+// has expired, consistent and paginated.
+
+// noWatchList makes client-go's informers list rather than use WatchList:
+// client-go asks the client an informer is built on whether it supports
+// WatchList semantics (watchlist.DoesClientNotSupportWatchListSemantics).
+type noWatchList struct{}
+
+// IsWatchListSemanticsUnSupported reports that WatchList is not to be
+// used.
+func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }
+
+// listingKube, listingDynamic and listingMetadata are clients whose
+// informers list (noWatchList).
+type (
+	listingKube struct {
+		kubernetes.Interface
+		noWatchList
+	}
+	listingDynamic struct {
+		dynamic.Interface
+		noWatchList
+	}
+	listingMetadata struct {
+		metadata.Interface
+		noWatchList
+	}
+)
+
+// consistentList returns tweak followed by the change that makes a
+// reflector's initial list, which it sends at resourceVersion "0" with a
+// page size the watch cache ignores, a consistent unpaginated one. Watches
+// (AllowWatchBookmarks, which client-go's reflector always sets on them)
+// and later lists are left alone.
+func consistentList(tweak func(*metav1.ListOptions)) func(*metav1.ListOptions) {
+	return func(o *metav1.ListOptions) {
+		if tweak != nil {
+			tweak(o)
+		}
+		if !o.Watch && !o.AllowWatchBookmarks && o.ResourceVersion == "0" {
+			o.ResourceVersion = ""
+			o.ResourceVersionMatch = ""
+			o.Limit = 0
+		}
+	}
+}

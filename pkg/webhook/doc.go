@@ -51,7 +51,7 @@
 // webhook can start when no replica is ready, give the webhook's Service
 // publishNotReadyAddresses: true.
 //
-// HTTP/2 is off unless Options.EnableHTTP2 is set, as a mitigation of the
+// HTTP/2 is off unless Options.HTTP2 is set, as a mitigation of the
 // HTTP/2 rapid reset attack (CVE-2023-44487); the API server calls
 // webhooks over HTTP/1.1 as well.
 //

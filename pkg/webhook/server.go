@@ -35,12 +35,12 @@ type Options struct {
 	// may change the certificate it returns at any time (rotation takes
 	// effect at the next handshake). Required.
 	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
-	// EnableHTTP2 lets clients negotiate HTTP/2. It is off by default:
+	// HTTP2 lets clients negotiate HTTP/2. It is off by default:
 	// HTTP/2's stream reset lets a client make a server start and abandon
 	// requests faster than it can refuse them (the "rapid reset" attack,
 	// CVE-2023-44487), and the API server calls webhooks over HTTP/1.1
 	// just as well.
-	EnableHTTP2 bool
+	HTTP2 bool
 	// Registry receives the controller_runtime_webhook_* metrics. Nil
 	// means they are not registered.
 	Registry prometheus.Registerer
@@ -152,7 +152,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
-	protocols.SetHTTP2(s.opts.EnableHTTP2)
+	protocols.SetHTTP2(s.opts.HTTP2)
 	// Requests outlive ctx while they drain; their ctx ends with the
 	// connection.
 	base := logr.NewContext(context.WithoutCancel(ctx), s.log)
@@ -162,14 +162,12 @@ func (s *Server) Start(ctx context.Context) error {
 		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.opts.GetCertificate},
 		Protocols:         &protocols,
 		BaseContext:       func(net.Listener) context.Context { return base },
-		// TLS handshake errors (a client that does not trust the
-		// certificate, a TCP probe) are logged here.
-		ErrorLog: log.New(logWriter{s.log.V(1)}, "", 0),
+		ErrorLog:          log.New(logWriter{s.log}, "", 0),
 	}
 	s.mu.Lock()
 	s.addr = ln.Addr()
 	s.mu.Unlock()
-	s.log.Info("Serving webhooks", "addr", ln.Addr().String(), "http2", s.opts.EnableHTTP2)
+	s.log.Info("Serving webhooks", "addr", ln.Addr().String(), "http2", s.opts.HTTP2)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
@@ -244,10 +242,18 @@ func (s *Server) Addr() net.Addr {
 	return s.addr
 }
 
-// logWriter turns the lines of net/http's error log into log entries.
+// logWriter turns the lines of net/http's error log into log entries:
+// failed TLS handshakes (an API server that does not trust the
+// certificate, a TCP probe) at V(1), as clients cause them and they may be
+// many; the rest (a panic in a handler) as errors.
 type logWriter struct{ log logr.Logger }
 
 func (w logWriter) Write(p []byte) (int, error) {
-	w.log.Info("HTTP server error", "err", strings.TrimSpace(string(p)))
+	msg := strings.TrimSpace(string(p))
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		w.log.V(1).Info("TLS handshake failed", "err", msg)
+	} else {
+		w.log.Error(errors.New(msg), "HTTP server error")
+	}
 	return len(p), nil
 }

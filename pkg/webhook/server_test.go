@@ -15,10 +15,12 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -259,12 +261,12 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, labels string) (f
 }
 
 // TestServerHTTP2 checks that a client offering h2 gets HTTP/1.1 unless
-// EnableHTTP2 is set.
+// HTTP2 is set.
 func TestServerHTTP2(t *testing.T) {
 	for _, enable := range []bool{false, true} {
-		t.Run(fmt.Sprint("EnableHTTP2=", enable), func(t *testing.T) {
+		t.Run(fmt.Sprint("HTTP2=", enable), func(t *testing.T) {
 			certs := newTestCerts(t)
-			s, _ := startServer(t, webhook.Options{GetCertificate: certs.get, EnableHTTP2: enable})
+			s, _ := startServer(t, webhook.Options{GetCertificate: certs.get, HTTP2: enable})
 			if err := s.Register("/a", hello); err != nil {
 				t.Fatal(err)
 			}
@@ -281,13 +283,30 @@ func TestServerHTTP2(t *testing.T) {
 	}
 }
 
+// TestServerTLSVersion checks that TLS 1.1 is refused, and the failed
+// handshake logged at V(1).
 func TestServerTLSVersion(t *testing.T) {
 	certs := newTestCerts(t)
-	s, _ := startServer(t, webhook.Options{GetCertificate: certs.get})
+	var mu sync.Mutex
+	var logs []string
+	logger := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		logs = append(logs, args)
+	}, funcr.Options{Verbosity: 1})
+	s, stop := startServer(t, webhook.Options{GetCertificate: certs.get, Logger: logger})
 	c := certs.client(t, func(cfg *tls.Config) { cfg.MinVersion, cfg.MaxVersion = tls.VersionTLS10, tls.VersionTLS11 })
 	_, err := c.Get("https://" + s.Addr().String() + "/a")
 	if err == nil || !strings.Contains(err.Error(), "protocol version") {
 		t.Errorf("a TLS 1.1 client: %v, want a protocol version error", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if all := strings.Join(logs, "\n"); !strings.Contains(all, `"level"=1 "msg"="TLS handshake failed" "err"="http: TLS handshake error from 127.0.0.1:`) {
+		t.Errorf("no V(1) log of the failed handshake in:\n%s", all)
 	}
 }
 

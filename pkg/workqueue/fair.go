@@ -2,6 +2,7 @@ package workqueue
 
 import (
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -64,6 +65,7 @@ type Queue[T comparable] struct {
 	mu       sync.Mutex
 	cond     sync.Cond
 	nodes    map[T]*node[T]
+	peak     int // most entries in nodes since it was last rebuilt
 	levels   [numLevels]level[T]
 	ready    int            // keys in the levels
 	held     [numLevels]int // keys queued while in processing, by priority: Done queues them
@@ -385,16 +387,27 @@ func (q *Queue[T]) newNode(item T) *node[T] {
 	n.item = item
 	n.heapIdx = -1
 	q.nodes[item] = n
+	q.peak = max(q.peak, len(q.nodes))
 	return n
 }
 
+// shrinkFrom is the size of the key map from which release rebuilds it
+// once it holds under a quarter of that.
+const shrinkFrom = 4096
+
 // release forgets a node that is neither queued, processing nor delayed.
-// The key map keeps the size of the largest backlog it held: giving that
-// back would take a rebuild, and it is small next to the objects the keys
-// name.
+// Go maps never shrink, so once a large backlog (the initial list of a
+// big cluster) has drained to under a quarter of its peak, the key map is
+// rebuilt at its present size: the copy is paid for by the deletes since
+// the peak, and the backlog's memory is given back.
 func (q *Queue[T]) release(n *node[T]) {
 	delete(q.nodes, n.item)
 	q.free.put(n)
+	if q.peak >= shrinkFrom && len(q.nodes) < q.peak/4 {
+		m := make(map[T]*node[T], len(q.nodes))
+		maps.Copy(m, q.nodes)
+		q.nodes, q.peak = m, len(m)
+	}
 }
 
 // now is the time since q.epoch, from the monotonic clock.

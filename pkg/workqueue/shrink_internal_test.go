@@ -1,0 +1,51 @@
+package workqueue
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+)
+
+// heapInUse returns HeapInuse after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// TestDrainedBacklogGivesBackMemory: a backlog of 100,000 keys (the
+// initial list of a large cluster) that has drained leaves the queue's key
+// map at the size of what is left, not at the backlog's peak. Go maps
+// never shrink; without the rebuild the drained map keeps about 8 MB.
+func TestDrainedBacklogGivesBackMemory(t *testing.T) {
+	const n = 100_000
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("ns-%d/object-%d", i%10, i)
+	}
+	q, _ := newTestQueue(t, Options[string]{})
+	before := heapInUse()
+	for _, k := range keys {
+		q.Add(k)
+	}
+	full := heapInUse()
+	for q.Len() > 10 {
+		k, _ := q.Get()
+		q.Done(k)
+	}
+	drained := heapInUse()
+	q.mu.Lock()
+	left, peak := len(q.nodes), q.peak
+	q.mu.Unlock()
+	t.Logf("heap in use: %d KiB before, %d KiB with %d keys queued, %d KiB with %d left (peak since the last rebuild: %d)",
+		before>>10, full>>10, n, drained>>10, left, peak)
+	grown := full - before
+	if kept := drained - before; drained > before && kept > grown/8 {
+		t.Errorf("after draining, the queue keeps %d KiB of the %d KiB the backlog took, want under an eighth", kept>>10, grown>>10)
+	}
+	if peak > 4*shrinkFrom {
+		t.Errorf("key map peak is %d with %d keys left: it was not rebuilt", peak, left)
+	}
+	runtime.KeepAlive(keys)
+}

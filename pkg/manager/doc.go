@@ -6,7 +6,8 @@
 // the watches that feed them, and calls Run:
 //
 //  1. the /metrics, /healthz and /readyz endpoints start (if Options.HTTPAddr
-//     is set);
+//     is set), and the HTTPS server of /metrics (if Options.SecureMetrics
+//     is set, which takes /metrics off Options.HTTPAddr);
 //  2. every declared informer starts;
 //  3. Run waits until every informer has synced (WaitForCacheSync), logging
 //     progress; no worker runs before that, so a Reconcile always sees the
@@ -19,7 +20,7 @@
 //     while it stands by their queues hold no keys;
 //  5. when ctx is cancelled, workers stop taking keys and in-flight
 //     reconciles and Runnables get Options.ShutdownTimeout to finish; then
-//     the informers and the HTTP server stop and Run returns.
+//     the informers and the HTTP servers stop and Run returns.
 //
 // Controllers may also be added (AddController) and removed
 // (RemoveController) while Run runs, with informers declared then: a
@@ -54,8 +55,13 @@
 // can live in one process. client-go's contextual logs from the manager's
 // goroutines (reflectors, leader election, events) go to Options.Logger.
 //
-// Goroutines: Run owns every goroutine it starts (HTTP server, informers,
-// workers, Runnables, the leader elector) and joins them before it
+// Every HTTP server the manager starts speaks HTTP/1.1 only, against
+// HTTP/2 rapid reset (CVE-2023-44487); SecureMetricsOptions.HTTP2 turns
+// HTTP/2 on for the metrics server.
+//
+// Goroutines: Run owns every goroutine it starts (HTTP servers, informers,
+// the secure metrics server's certificate source, workers, Runnables, the
+// leader elector) and joins them before it
 // returns, except a Runnable that has not returned ShutdownTimeout (the
 // abort timeout, after a lost lease) after its ctx was cancelled: Run then
 // returns an error naming it and leaves it running. EventRecorder starts

@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -29,13 +27,16 @@ func (m *Manager) AddHealthCheck(name string, check func() error) error {
 	return nil
 }
 
-// Handler serves /metrics (the manager's registry), /healthz (200 while
-// every health check passes; with leader election that includes
-// leader.Elector.Check, which passes on standbys) and /readyz (200 once the
-// caches have synced, until shutdown begins).
+// Handler serves what Options.HTTPAddr serves: /healthz (200 while every
+// health check passes; with leader election that includes
+// leader.Elector.Check, which passes on standbys), /readyz (200 once the
+// caches have synced, until shutdown begins) and, without
+// Options.SecureMetrics, /metrics (the manager's registry).
 func (m *Manager) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{}))
+	if m.metrics == nil {
+		mux.Handle("/metrics", promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{}))
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		m.mu.Lock()
 		names := slices.Sorted(maps.Keys(m.checks))
@@ -72,8 +73,7 @@ func (m *Manager) Addr() net.Addr {
 }
 
 // serveHTTP listens on addr and serves Handler until the returned stop is
-// called; stop waits for the server to close: for requests in flight to
-// finish (up to 5s), or, if abort, not at all.
+// called (see serveOn).
 func (m *Manager) serveHTTP(addr string) (stop func(abort bool), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -82,23 +82,10 @@ func (m *Manager) serveHTTP(addr string) (stop func(abort bool), err error) {
 	m.mu.Lock()
 	m.addr = ln.Addr()
 	m.mu.Unlock()
-	m.log.Info("Serving metrics and health endpoints", "addr", ln.Addr().String())
-	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			m.log.Error(err, "HTTP server failed")
-		}
-	}()
-	return func(abort bool) {
-		if abort {
-			_ = srv.Close()
-		} else {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(ctx)
-		}
-		<-done
-	}, nil
+	if m.metrics == nil {
+		m.log.Info("Serving metrics and health endpoints", "addr", ln.Addr().String())
+	} else {
+		m.log.Info("Serving health endpoints", "addr", ln.Addr().String())
+	}
+	return m.serveOn(m.newServer("http", m.Handler()), ln, false), nil
 }

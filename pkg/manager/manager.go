@@ -69,6 +69,7 @@ type Manager struct {
 
 	elector *leader.Elector // nil without leader election
 	shard   *sharding       // nil without Options.Sharding
+	metrics *secureMetrics  // nil without Options.SecureMetrics
 
 	mu              sync.Mutex
 	controllers     []*controller
@@ -76,6 +77,7 @@ type Manager struct {
 	leaderRunnables []Runnable
 	checks          map[string]func() error
 	addr            net.Addr
+	metricsAddr     net.Addr // of the secure metrics server
 	broadcaster     record.EventBroadcaster
 	stopped         bool                    // Run has returned; events are dropped
 	cancelRun       context.CancelCauseFunc // of Run's ctx, while it runs
@@ -202,6 +204,11 @@ func newWithClients(c informer.Clients, opts Options, newElector func(leader.Opt
 	}
 	if newElector == nil {
 		newElector = func(o leader.Options) (*leader.Elector, error) { return leader.New(c.Kube, o) }
+	}
+	if opts.SecureMetrics != nil {
+		if m.metrics, err = newSecureMetrics(*opts.SecureMetrics, c.Kube); err != nil {
+			return nil, err
+		}
 	}
 	if opts.LeaderElection != nil {
 		le := *opts.LeaderElection

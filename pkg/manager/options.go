@@ -40,9 +40,16 @@ type Options struct {
 	// prometheus.Gatherer (as *prometheus.Registry is) to serve /metrics;
 	// pass prometheus.DefaultRegisterer to share the global registry.
 	Registry prometheus.Registerer
-	// HTTPAddr is where /metrics, /healthz and /readyz are served, e.g.
-	// ":8080" or "127.0.0.1:0". Empty disables the endpoints.
+	// HTTPAddr is where /healthz and /readyz are served in plain HTTP, with
+	// /metrics unless SecureMetrics is set, e.g. ":8081" or "127.0.0.1:0".
+	// Empty disables the endpoints. The server speaks HTTP/1.1 only.
 	HTTPAddr string
+	// SecureMetrics, when set, serves /metrics over HTTPS to authenticated
+	// and authorized clients only, on a server of its own (kubebuilder's
+	// ":8443" by default), and /metrics leaves HTTPAddr, which keeps the
+	// health probes. It can serve pprof too (see SecureMetricsOptions).
+	// Nil serves /metrics on HTTPAddr, to anyone who can reach it.
+	SecureMetrics *SecureMetricsOptions
 	// CacheSyncTimeout bounds the wait for the informers' initial sync.
 	// 0 means DefaultCacheSyncTimeout.
 	CacheSyncTimeout time.Duration
@@ -116,6 +123,7 @@ func (o *Options) validate() error {
 			bad("HTTPAddr", fmt.Sprintf("%q", o.HTTPAddr), "use host:port such as \":8080\" or \"127.0.0.1:0\", or empty to disable")
 		}
 	}
+	errs = append(errs, validateSecureMetrics(o)...)
 	if o.Registry != nil {
 		if _, ok := o.Registry.(prometheus.Gatherer); !ok {
 			bad("Registry", fmt.Sprintf("%T", o.Registry), "it must also implement prometheus.Gatherer (pass a *prometheus.Registry)")

@@ -45,6 +45,13 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 		}
 		defer func() { stop(errors.Is(context.Cause(ctx), reconcile.ErrAborted)) }()
 	}
+	if m.metrics != nil {
+		stop, err := m.serveSecureMetrics(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() { stop(errors.Is(context.Cause(ctx), reconcile.ErrAborted)) }()
+	}
 
 	if err := m.cache.Start(ctx); err != nil {
 		return fmt.Errorf("manager: %w", err)

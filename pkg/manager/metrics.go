@@ -1,0 +1,257 @@
+package manager
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	stdlog "log"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ctrlkit/ctrlkit/pkg/certs"
+	"github.com/ctrlkit/ctrlkit/pkg/httpauth"
+)
+
+// DefaultSecureMetricsAddr is where secure metrics are served when
+// SecureMetricsOptions.Addr is empty: kubebuilder's metrics port.
+const DefaultSecureMetricsAddr = ":8443"
+
+// SecureMetricsOptions serves /metrics over HTTPS to clients the cluster
+// authenticates and authorizes (see Options.SecureMetrics). The zero value
+// serves on DefaultSecureMetricsAddr with a self-signed certificate, over
+// HTTP/1.1, without pprof.
+//
+// A client sends a bearer token (a ServiceAccount token, as Prometheus
+// does); the manager has the API server review it (package httpauth) and
+// answers 401 if it is not authenticated and 403 if its user may not get
+// the path as a non-resource URL. Scraping needs a ClusterRole such as
+//
+//	rules:
+//	- nonResourceURLs: ["/metrics"]
+//	  verbs: ["get"]
+//
+// bound to the scraper's ServiceAccount, and the operator's own
+// ServiceAccount needs create on tokenreviews.authentication.k8s.io and
+// subjectaccessreviews.authorization.k8s.io. Reviews are cached (an
+// allowed result for httpauth.DefaultAllowTTL, a refused one for
+// httpauth.DefaultDenyTTL).
+type SecureMetricsOptions struct {
+	// Addr is where the HTTPS server listens, e.g. ":8443" or
+	// "127.0.0.1:0". Empty means DefaultSecureMetricsAddr. It must differ
+	// from Options.HTTPAddr.
+	Addr string
+	// Certificate is the server's certificate. Nil means a self-signed
+	// certificate made in memory for localhost by New
+	// (certs.NewSelfSigned): scrapers then skip verifying it (Prometheus:
+	// tls_config.insecure_skip_verify), which still encrypts the traffic
+	// and keeps the bearer token off the wire. To serve a certificate
+	// mounted from a Secret (cert-manager), pass certs.NewFiles. Run
+	// starts the source when the server starts and stops it when the
+	// server stops: do not also Add it.
+	Certificate CertificateSource
+	// HTTP2 lets clients speak HTTP/2 to this server. Off by default, as
+	// on every server the manager starts, against HTTP/2 rapid reset
+	// (CVE-2023-44487) and stream floods: metrics and profiles gain
+	// nothing from HTTP/2.
+	HTTP2 bool
+	// Pprof serves Go's profiles on this server, behind the same
+	// authentication and authorization: /debug/pprof/ lists them,
+	// /debug/pprof/{name} serves one (heap, goroutine, allocs, block,
+	// mutex, threadcreate; ?debug=1 for text), /debug/pprof/profile a CPU
+	// profile and /debug/pprof/trace an execution trace (?seconds=N, 30
+	// and 1 by default). `go tool pprof` reads them. Access takes get on
+	// nonResourceURLs "/debug/pprof/*". pprof is served nowhere else.
+	Pprof bool
+}
+
+// CertificateSource provides a TLS server's certificate and keeps it
+// current; package certs's SelfSigned and Files are ones. GetCertificate
+// is called on every TLS handshake, so it must be quick and safe for
+// concurrent use. Start (see Runnable) runs for as long as the server
+// serves, to renew or reload the certificate; it must return nil when its
+// ctx is done.
+type CertificateSource interface {
+	Runnable
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
+}
+
+// secureMetrics is the server Options.SecureMetrics configures.
+type secureMetrics struct {
+	opts  SecureMetricsOptions // Addr and Certificate filled in
+	guard *httpauth.Guard
+}
+
+// validateSecureMetrics checks o.SecureMetrics and fills in its defaults,
+// in a copy: the caller's struct is left alone.
+func validateSecureMetrics(o *Options) []error {
+	if o.SecureMetrics == nil {
+		return nil
+	}
+	sm := *o.SecureMetrics
+	o.SecureMetrics = &sm
+	if sm.Addr == "" {
+		sm.Addr = DefaultSecureMetricsAddr
+	}
+	host, port, err := net.SplitHostPort(sm.Addr)
+	if err != nil {
+		return []error{fmt.Errorf("manager: Options.SecureMetrics.Addr is %q: use host:port such as \":8443\" or \"127.0.0.1:0\", or empty for %q", sm.Addr, DefaultSecureMetricsAddr)}
+	}
+	if o.HTTPAddr == "" || port == "0" {
+		return nil
+	}
+	plainHost, plainPort, err := net.SplitHostPort(o.HTTPAddr)
+	if err == nil && plainPort == port && (host == plainHost || anyHost(host) || anyHost(plainHost)) {
+		return []error{fmt.Errorf("manager: Options.SecureMetrics.Addr %q and Options.HTTPAddr %q share a port: serve them apart, e.g. secure metrics on \":8443\" and health probes on \":8081\"", sm.Addr, o.HTTPAddr)}
+	}
+	return nil
+}
+
+// anyHost reports whether host, from a listen address, means every
+// interface.
+func anyHost(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "" || ip != nil && ip.IsUnspecified()
+}
+
+// newSecureMetrics builds the guard over kube and, unless opts names one,
+// the self-signed certificate. opts has been validated.
+func newSecureMetrics(opts SecureMetricsOptions, kube kubernetes.Interface) (*secureMetrics, error) {
+	guard, err := httpauth.New(httpauth.Options{Client: kube})
+	if err != nil {
+		return nil, fmt.Errorf("manager: Options.SecureMetrics: %w", err)
+	}
+	if opts.Certificate == nil {
+		ss, err := certs.NewSelfSigned(certs.SelfSignedOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("manager: Options.SecureMetrics: making a self-signed certificate: %w", err)
+		}
+		opts.Certificate = ss
+	}
+	return &secureMetrics{opts: opts, guard: guard}, nil
+}
+
+// SecureMetricsAddr is the address the secure metrics server listens on,
+// or nil before Run has opened its listener (or without
+// Options.SecureMetrics).
+func (m *Manager) SecureMetricsAddr() net.Addr {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.metricsAddr
+}
+
+// serveSecureMetrics listens on Options.SecureMetrics.Addr and serves
+// /metrics (and pprof) over TLS to the requests the guard admits, and runs
+// the certificate source, until the returned stop is called (see
+// serveOn). ctx carries the manager's logger.
+func (m *Manager) serveSecureMetrics(ctx context.Context) (stop func(abort bool), err error) {
+	sm := m.metrics
+	ln, err := net.Listen("tcp", sm.opts.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("manager: listening on Options.SecureMetrics.Addr %q: %w", sm.opts.Addr, err)
+	}
+	m.mu.Lock()
+	m.metricsAddr = ln.Addr()
+	m.mu.Unlock()
+	m.log.Info("Serving secure metrics", "addr", ln.Addr().String(), "pprof", sm.opts.Pprof, "http2", sm.opts.HTTP2)
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{}))
+	if sm.opts.Pprof {
+		handlePprof(mux)
+	}
+	srv := m.newServer("secure-metrics", sm.guard.Wrap(mux))
+	srv.TLSConfig = &tls.Config{GetCertificate: sm.opts.Certificate.GetCertificate, MinVersion: tls.VersionTLS12}
+	if sm.opts.HTTP2 {
+		srv.Protocols.SetHTTP2(true)
+	}
+
+	certCtx, stopCert := context.WithCancel(ctx)
+	var certDone sync.WaitGroup
+	certDone.Go(func() {
+		// Package certs's sources return only when ctx is done; another
+		// that fails leaves the last certificate served.
+		if err := sm.opts.Certificate.Start(certCtx); err != nil && certCtx.Err() == nil {
+			m.log.Error(err, "The secure metrics server's certificate source stopped; its certificate is no longer renewed")
+		}
+	})
+	stopServer := m.serveOn(srv, ln, true)
+	return func(abort bool) {
+		stopServer(abort)
+		stopCert()
+		certDone.Wait()
+	}, nil
+}
+
+// newServer returns a server for h that speaks HTTP/1.1 only (HTTP/2 is
+// off against rapid reset, CVE-2023-44487; a server without TLS speaks no
+// HTTP/2 in any case, as http.Server serves unencrypted HTTP/2 only when
+// its Protocols say so), gives each request a context with the manager's
+// logger, and logs its own errors there (not through the log package's
+// global logger). name tells servers apart in the logs.
+func (m *Manager) newServer(name string, h http.Handler) *http.Server {
+	log := m.log.WithValues("server", name)
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		Protocols:         protocols,
+		ErrorLog:          stdlog.New(serverLog{log}, "", 0),
+		BaseContext:       func(net.Listener) context.Context { return logr.NewContext(context.Background(), log) },
+	}
+}
+
+// serveOn serves srv on ln (over TLS with srv.TLSConfig if useTLS) until
+// the returned stop is called; stop waits for the server to close: for
+// requests in flight to finish (up to 5s, then they are cut off), or, if
+// abort, not at all.
+func (m *Manager) serveOn(srv *http.Server, ln net.Listener, useTLS bool) (stop func(abort bool)) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var err error
+		if useTLS {
+			err = srv.ServeTLS(ln, "", "")
+		} else {
+			err = srv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error(err, "HTTP server failed", "addr", ln.Addr().String())
+		}
+	}()
+	return func(abort bool) {
+		if !abort {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			abort = srv.Shutdown(ctx) != nil
+		}
+		if abort {
+			_ = srv.Close()
+		}
+		<-done
+	}
+}
+
+// serverLog writes an http.Server's error lines to a logr.Logger: failed
+// TLS handshakes (a scraper that does not trust the certificate, a TCP
+// probe) at V(1), as they come from clients and may be many; the rest
+// (a panic in a handler) as errors.
+type serverLog struct{ log logr.Logger }
+
+func (s serverLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		s.log.V(1).Info("TLS handshake failed", "err", msg)
+	} else {
+		s.log.Error(errors.New(msg), "HTTP server error")
+	}
+	return len(p), nil
+}

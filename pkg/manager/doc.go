@@ -37,6 +37,12 @@
 // moves from one replica to another only after the first stopped
 // reconciling it (docs/sharding.md says what is built and tested).
 //
+// With Options.Webhook, the webhook server (Manager.Webhooks) and its
+// certificate source start with the endpoints in step 1, on every replica,
+// so that the API server can call the operator's conversion webhook for
+// the lists of step 3; /readyz also waits for the webhook server to be
+// Ready. They stop last in step 5, after the informers.
+//
 // An error from any controller or Runnable, leader-only or not, stops Run
 // the same way. Losing the lease aborts the leader-only work at once (see
 // package leader for the fencing that keeps a replica that lost the lease

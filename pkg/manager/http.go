@@ -55,8 +55,8 @@ func (m *Manager) Handler() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !m.Ready() {
-			http.Error(w, "not ready: caches have not synced, or the manager is stopping", http.StatusServiceUnavailable)
+		if err := m.notReady(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")

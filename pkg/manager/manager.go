@@ -30,6 +30,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
 	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
+	"github.com/ctrlkit/ctrlkit/pkg/webhook"
 	"github.com/ctrlkit/ctrlkit/pkg/workqueue"
 )
 
@@ -66,6 +67,8 @@ type Manager struct {
 
 	started atomic.Bool
 	ready   atomic.Bool
+
+	webhooks *webhook.Server // nil without Options.Webhook
 
 	elector *leader.Elector // nil without leader election
 	shard   *sharding       // nil without Options.Sharding
@@ -204,6 +207,9 @@ func newWithClients(c informer.Clients, opts Options, newElector func(leader.Opt
 	}
 	if newElector == nil {
 		newElector = func(o leader.Options) (*leader.Elector, error) { return leader.New(c.Kube, o) }
+	}
+	if err := m.newWebhookServer(); err != nil {
+		return nil, err
 	}
 	if opts.SecureMetrics != nil {
 		if m.metrics, err = newSecureMetrics(*opts.SecureMetrics, c.Kube); err != nil {
@@ -346,6 +352,18 @@ func (m *Manager) EventRecorder(component string) record.EventRecorder {
 	return m.broadcaster.NewRecorder(scheme, corev1.EventSource{Component: component}).WithLogger(m.log)
 }
 
-// Ready reports whether the caches have synced and Run has not begun to
-// shut down; /readyz serves it.
-func (m *Manager) Ready() bool { return m.ready.Load() }
+// Ready reports whether /readyz passes: the caches have synced, Run has
+// not begun to shut down, and, with Options.Webhook, the webhook server is
+// Ready.
+func (m *Manager) Ready() bool { return m.notReady() == nil }
+
+// notReady says why the manager is not Ready, or returns nil.
+func (m *Manager) notReady() error {
+	if !m.ready.Load() {
+		return errors.New("caches have not synced, or the manager is stopping")
+	}
+	if m.webhooks != nil {
+		return m.webhooks.Ready()
+	}
+	return nil
+}

@@ -70,6 +70,10 @@ type Options struct {
 	// among the replicas (see ShardingOptions); a sharded controller is
 	// not leader-only. Nil disables sharding.
 	Sharding *ShardingOptions
+	// Webhook, when set, serves admission and conversion webhooks over
+	// HTTPS (see WebhookOptions; register them on Manager.Webhooks). Nil
+	// serves none.
+	Webhook *WebhookOptions
 	// ReadYourWrites tunes how long a write through Manager.Client waits
 	// for the cache to reflect it (package client). The zero value waits
 	// up to client.DefaultReadYourWritesTimeout.
@@ -129,6 +133,7 @@ func (o *Options) validate() error {
 			bad("Registry", fmt.Sprintf("%T", o.Registry), "it must also implement prometheus.Gatherer (pass a *prometheus.Registry)")
 		}
 	}
+	errs = append(errs, validateWebhook(o)...)
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

@@ -53,6 +53,14 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 		defer func() { stop(errors.Is(context.Cause(ctx), reconcile.ErrAborted)) }()
 	}
 
+	if m.webhooks != nil {
+		// Before the informers start: their lists may need this
+		// operator's conversion webhook. Deferred before the informers'
+		// stop, this stops the webhooks after it.
+		stop := m.serveWebhooks(ctx, cancel)
+		defer func() { err = errors.Join(err, stop()) }()
+	}
+
 	if err := m.cache.Start(ctx); err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}

@@ -103,7 +103,9 @@ func noLeaks(t testing.TB, closeConns func(), baseline goleak.Option) {
 
 // newNamespace creates a namespace for the scenario; it is deleted when
 // the test ends (envtest has no namespace controller, so it stays
-// Terminating).
+// Terminating), and its ConfigMaps with it: a sharding scenario's sharder
+// labels the ConfigMaps of every namespace, and should not have to label
+// those an earlier scenario left.
 func newNamespace(t testing.TB, c kubernetes.Interface, prefix string) string {
 	t.Helper()
 	ns, err := c.CoreV1().Namespaces().Create(t.Context(),
@@ -112,6 +114,9 @@ func newNamespace(t testing.TB, c kubernetes.Interface, prefix string) string {
 		t.Fatalf("creating namespace: %v", err)
 	}
 	t.Cleanup(func() {
+		if err := c.CoreV1().ConfigMaps(ns.Name).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			t.Logf("deleting the ConfigMaps of %s: %v", ns.Name, err)
+		}
 		if err := c.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}); err != nil {
 			t.Logf("deleting namespace %s: %v", ns.Name, err)
 		}

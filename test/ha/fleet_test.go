@@ -41,9 +41,11 @@ type span struct{ from, to int64 }
 // (SIGKILL works on a stopped one too) and waits for it; PR_SET_PDEATHSIG
 // kills them should the test process die first.
 type fleet struct {
-	t     *testing.T
-	dir   string
-	procs []*proc
+	t       *testing.T
+	dir     string
+	self    string // the test binary, run again as each replica
+	cfgPath string // the replicas' replicaConfig
+	procs   []*proc
 }
 
 // startFleet writes c to a file in c.Dir and starts one replica process
@@ -62,22 +64,29 @@ func startFleet(t *testing.T, c replicaConfig, names ...string) *fleet {
 	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f := &fleet{t: t, dir: c.Dir}
+	f := &fleet{t: t, dir: c.Dir, self: self, cfgPath: cfgPath}
 	t.Cleanup(f.killAll)
+	f.add(names...)
+	return f
+}
+
+// add starts one more replica process per name, with the fleet's config.
+func (f *fleet) add(names ...string) {
+	f.t.Helper()
 	for _, name := range names {
-		p := &proc{name: name, logPath: filepath.Join(c.Dir, name+".log"), exited: make(chan struct{}),
-			records: &tail{path: filepath.Join(c.Dir, name+".jsonl")}}
+		p := &proc{name: name, logPath: filepath.Join(f.dir, name+".log"), exited: make(chan struct{}),
+			records: &tail{path: filepath.Join(f.dir, name+".jsonl")}}
 		logFile, err := os.Create(p.logPath)
 		if err != nil {
-			t.Fatal(err)
+			f.t.Fatal(err)
 		}
-		p.cmd = exec.Command(self)
-		p.cmd.Env = append(os.Environ(), replicaEnv+"="+name, configEnv+"="+cfgPath)
+		p.cmd = exec.Command(f.self)
+		p.cmd.Env = append(os.Environ(), replicaEnv+"="+name, configEnv+"="+f.cfgPath)
 		p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := p.cmd.Start(); err != nil {
 			logFile.Close()
-			t.Fatalf("starting replica %s: %v", name, err)
+			f.t.Fatalf("starting replica %s: %v", name, err)
 		}
 		f.procs = append(f.procs, p)
 		go func() {
@@ -89,7 +98,6 @@ func startFleet(t *testing.T, c replicaConfig, names ...string) *fleet {
 			close(p.exited)
 		}()
 	}
-	return f
 }
 
 func (f *fleet) proc(name string) *proc {
@@ -140,6 +148,27 @@ func (f *fleet) kill(p *proc) (at time.Time) {
 	case <-p.exited:
 	case <-time.After(waitTimeout):
 		f.t.Fatalf("replica %s did not die within %v of SIGKILL", p.name, waitTimeout)
+	}
+	return at
+}
+
+// terminate sends SIGTERM to each of ps, a graceful shutdown, and returns
+// when they have all been waited for; at is the time just before the
+// first signal.
+func (f *fleet) terminate(ps ...*proc) (at time.Time) {
+	f.t.Helper()
+	at = time.Now()
+	for _, p := range ps {
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			f.t.Fatalf("SIGTERM %s: %v", p.name, err)
+		}
+	}
+	for _, p := range ps {
+		select {
+		case <-p.exited:
+		case <-time.After(waitTimeout):
+			f.t.Fatalf("replica %s did not exit within %v of SIGTERM", p.name, waitTimeout)
+		}
 	}
 	return at
 }

@@ -13,10 +13,20 @@ import (
 
 // auditPolicy logs every write to a ConfigMap at the Metadata level: who
 // (the user agent names the replica), what, when it was received, and
-// the response code.
+// the response code. The replicas' PATCHes, which in the sharding
+// scenarios are the label writes (the HA probe sends none), are logged
+// with the object the server answered, whose labels and resourceVersion
+// the ownership judge reads (shard_records_test.go).
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 rules:
+- level: RequestResponse
+  users: ["ha-replica"]
+  verbs: ["patch"]
+  omitStages: ["RequestReceived"]
+  resources:
+  - group: ""
+    resources: ["configmaps"]
 - level: Metadata
   verbs: ["create", "update", "patch", "delete"]
   resources:

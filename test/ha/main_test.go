@@ -24,6 +24,14 @@
 //     acquireTime as the test process watched it, and the API server
 //     received none (by its audit log).
 //
+// Sharding (issue 15, shard*_test.go): the same harness runs replicas of
+// a sharded probe (manager.Options.Sharding over the ConfigMaps), scaled,
+// killed, paused and stopped under churn. Besides lost and overlapping,
+// each scenario is judged against the ownership history of every key,
+// from its shard label writes as the API server's audit log shows them:
+// no replica starts a Reconcile of, or writes to, a key it does not own
+// at that moment (shard_records_test.go).
+//
 // Linux only: replicas die with the test through PR_SET_PDEATHSIG.
 package ha
 

@@ -55,6 +55,9 @@ type replicaConfig struct {
 	Workers                                   int
 	// Dir receives <identity>.jsonl (records) and <identity>.log.
 	Dir string
+	// Shard, when set, runs the sharded probe instead of the leader-elected
+	// one (shard_replica_test.go).
+	Shard *shardConfig `json:",omitempty"`
 }
 
 // Record kinds.
@@ -232,6 +235,9 @@ func replicaMain(name, configPath string) int {
 	log := funcr.New(func(prefix, args string) {
 		fmt.Fprintln(os.Stderr, time.Now().Format("15:04:05.000000"), prefix, args)
 	}, funcr.Options{})
+	if c.Shard != nil {
+		return shardReplicaMain(name, c, rc, rec, log.WithValues("replica", name))
+	}
 	mgr, err := manager.New(rc, manager.Options{
 		Name:      "ha-probe",
 		Informers: informer.Options{Namespaces: []string{c.Namespace}},

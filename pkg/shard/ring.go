@@ -61,11 +61,16 @@ func cmpString(a, b string) int {
 
 // Owner returns the member that owns key, or "" for a Ring without
 // members.
-func (r Ring) Owner(key string) string {
+func (r Ring) Owner(key string) string { return r.OwnerOfHash(hashString(key)) }
+
+// OwnerOfHash returns the member that owns the hash h: the member of the
+// first point at or after h, going round past the largest. It is "" for a
+// Ring without members. The server-side mode places objects with
+// ServerHash.
+func (r Ring) OwnerOfHash(h uint64) string {
 	if len(r.points) == 0 {
 		return ""
 	}
-	h := hashString(key)
 	i, _ := slices.BinarySearchFunc(r.points, h, func(p point, h uint64) int {
 		switch {
 		case p.hash < h:
@@ -79,6 +84,39 @@ func (r Ring) Owner(key string) string {
 		i = 0
 	}
 	return r.points[i].member
+}
+
+// Ranges returns the hashes member owns (OwnerOfHash), as sorted,
+// disjoint ranges, adjacent ones merged: about VirtualNodes of them with
+// several members, one covering every hash with one member, none for a
+// member not on the ring. The Ranges of a Ring's members cover every
+// hash exactly once.
+func (r Ring) Ranges(member string) []Range {
+	var out []Range
+	add := func(first, last uint64) {
+		if n := len(out); n > 0 && out[n-1].Last+1 == first {
+			out[n-1].Last = last
+			return
+		}
+		out = append(out, Range{First: first, Last: last})
+	}
+	for i, p := range r.points {
+		first := uint64(0)
+		if i > 0 {
+			if r.points[i-1].hash == p.hash {
+				continue // a tie: the first of the tied points owns the hash
+			}
+			first = r.points[i-1].hash + 1
+		}
+		if p.member == member {
+			add(first, p.hash)
+		}
+	}
+	// Past the largest point, the hashes go round to the first point's.
+	if n := len(r.points); n > 0 && r.points[0].member == member && r.points[n-1].hash != ^uint64(0) {
+		add(r.points[n-1].hash+1, ^uint64(0))
+	}
+	return out
 }
 
 // Members returns the ring's members, sorted.

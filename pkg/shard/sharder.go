@@ -334,15 +334,21 @@ func (s *Sharder) handle(ctx context.Context, it item) error {
 }
 
 // bury takes the Lease of member, whose objects the sharder is about to
-// give away because the Lease looks expired, on the condition that the
-// Lease has not changed since the sharder last saw it (its
-// resourceVersion). A sharder whose watch of the Leases lags would
-// otherwise take a member that kept renewing for dead: the update then
-// conflicts, and the object waits. Once buried, the member can never
-// renew: its elector sees another holder and it stops. A Lease already
-// released or buried, or deleted, needs nothing.
+// give away because the Lease looks expired (see buryMember).
 func (s *Sharder) bury(ctx context.Context, member string) error {
-	obj, ok, err := s.leases.GetStore().GetByKey(s.opts.Namespace + "/" + LeaseName(s.opts.Ring, member))
+	return buryMember(ctx, s.opts.Kube, s.leases.GetStore(), s.opts.Namespace, s.opts.Ring, member, s.log)
+}
+
+// buryMember takes the Lease of member, found in leases (an informer's
+// store of the namespace's Leases), on the condition that the Lease has
+// not changed since it was last seen there (its resourceVersion). A
+// sharder or coordinator whose watch of the Leases lags would otherwise
+// take a member that kept renewing for dead: the update then conflicts,
+// and whatever waited on the burial waits. Once buried, the member can
+// never renew: its elector sees another holder and it stops. A Lease
+// already released or buried, or deleted, needs nothing.
+func buryMember(ctx context.Context, kube kubernetes.Interface, leases cache.Store, namespace, ring, member string, log logr.Logger) error {
+	obj, ok, err := leases.GetByKey(namespace + "/" + LeaseName(ring, member))
 	if err != nil || !ok {
 		return err
 	}
@@ -353,10 +359,10 @@ func (s *Sharder) bury(ctx context.Context, member string) error {
 	l = l.DeepCopy()
 	holder := buriedHolder
 	l.Spec.HolderIdentity = &holder
-	if _, err := s.opts.Kube.CoordinationV1().Leases(l.Namespace).Update(ctx, l, metav1.UpdateOptions{FieldManager: "ctrlkit-sharder"}); err != nil {
+	if _, err := kube.CoordinationV1().Leases(l.Namespace).Update(ctx, l, metav1.UpdateOptions{FieldManager: "ctrlkit-sharder"}); err != nil {
 		return fmt.Errorf("burying the Lease of member %s: %w", member, err)
 	}
-	s.log.Info("A member's Lease expired: buried it before giving its objects away", "ring", s.opts.Ring, "member", member)
+	log.Info("A member's Lease expired: buried it before giving its objects away", "ring", ring, "member", member)
 	return nil
 }
 

@@ -1,0 +1,141 @@
+package shard_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/ctrlkit/ctrlkit/pkg/shard"
+)
+
+// writeLog numbers the Lease writes a fake clientset receives, so a test
+// can check their order without sleeping.
+type writeLog struct {
+	mu     sync.Mutex
+	writes []string
+}
+
+func (w *writeLog) add(s string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes = append(w.writes, s)
+}
+
+// index returns the position of the first write for which match holds,
+// or -1.
+func (w *writeLog) index(match func(string) bool) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, s := range w.writes {
+		if match(s) {
+			return i
+		}
+	}
+	return -1
+}
+
+func (w *writeLog) is(s string) func(string) bool { return func(x string) bool { return x == s } }
+
+// TestCoordinator: over a fake clientset, the coordinator proposes the
+// live members, commits a new member's epoch only after every member of
+// the committed epoch acknowledged it, and commits one without a dead
+// member only after burying that member's Lease.
+func TestCoordinator(t *testing.T) {
+	e := &sharderEnv{t: t, kube: kubefake.NewClientset(), clock: clocktesting.NewFakeClock(time.Unix(1000, 0))}
+	log := &writeLog{}
+	e.kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		l := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		switch {
+		case l.Name == shard.RecordName("web"):
+			log.add("record " + l.Annotations[shard.CommittedAnnotation] + " / " + l.Annotations[shard.TargetAnnotation])
+		case *l.Spec.HolderIdentity != "" && l.Name != shard.LeaseName("web", *l.Spec.HolderIdentity):
+			log.add("bury " + l.Name)
+		case l.Annotations[shard.AckAnnotation] != "":
+			log.add("ack " + l.Name + " " + l.Annotations[shard.AckAnnotation])
+		}
+		return false, nil, nil
+	})
+	leases := e.kube.CoordinationV1().Leases("leases")
+	if _, err := leases.Create(t.Context(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "leases", Name: shard.RecordName("web")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	record := func() string {
+		l, err := leases.Get(t.Context(), shard.RecordName("web"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Annotations[shard.CommittedAnnotation] + " / " + l.Annotations[shard.TargetAnnotation]
+	}
+	ack := func(member string, n string) {
+		t.Helper()
+		l, err := leases.Get(t.Context(), shard.LeaseName("web", member), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Annotations = map[string]string{shard.AckAnnotation: n}
+		if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.renew("a")
+	e.renew("b")
+
+	c, err := shard.NewCoordinator(shard.CoordinatorOptions{Ring: "web", Namespace: "leases", Kube: e.kube, Clock: e.clock, Interval: time.Second, Logger: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() {
+		if err := c.Start(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	eventuallyT(t, "the first epoch committed", func() bool { return record() == "1 a,b / 1 a,b" })
+
+	e.renew("c")
+	eventuallyT(t, "epoch 2 proposed", func() bool { return record() == "1 a,b / 2 a,b,c" })
+	ack("a", "2")
+	ack("c", "2") // a member new in the target owes nothing
+	ack("b", "2")
+	eventuallyT(t, "epoch 2 committed", func() bool { return record() == "2 a,b,c / 2 a,b,c" })
+	if commit, lastAck := log.index(log.is("record 2 a,b,c / 2 a,b,c")), log.index(log.is("ack web-member-b 2")); commit < lastAck {
+		t.Errorf("epoch 2 committed (write %d) before b acknowledged it (write %d): %q", commit, lastAck, log.writes)
+	}
+
+	// b dies: a and c renew past its lease. Until the coordinator has seen
+	// their renewals they look dead too, so it may propose epochs on the
+	// way; once it has, the target is a and c.
+	e.clock.Step(16 * time.Second)
+	e.renew("a")
+	e.renew("c")
+	var target string
+	eventuallyT(t, "an epoch proposed without b", func() bool {
+		l, err := leases.Get(t.Context(), shard.RecordName("web"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		target = l.Annotations[shard.TargetAnnotation]
+		return strings.HasSuffix(target, " a,c")
+	})
+	n, _, _ := strings.Cut(target, " ")
+	ack("a", n)
+	ack("c", n)
+	eventuallyT(t, "that epoch committed", func() bool { return record() == target+" / "+target })
+	burial, commit := log.index(log.is("bury web-member-b")), log.index(log.is("record "+target+" / "+target))
+	if burial < 0 || commit < burial {
+		t.Errorf("epoch %s committed (write %d) before b's Lease was buried (write %d): %q", target, commit, burial, log.writes)
+	}
+}

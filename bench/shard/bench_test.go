@@ -191,9 +191,9 @@ func TestRecTail(t *testing.T) {
 	}
 }
 
-// fakeResults are four stages whose figures are chosen so that N=2 meets
-// both targets, N=3 misses capacity and N=4 misses heap for the sharder's
-// replica.
+// fakeResults are a singleton without sharding and four sharded stages
+// whose figures are chosen so that N=2 meets both targets, N=3 misses
+// capacity and N=4 misses heap for the sharder's replica.
 func fakeResults() *results {
 	const mb = 1 << 20
 	idle := heapStats{HeapInuse: 4 * mb}
@@ -213,10 +213,14 @@ func fakeResults() *results {
 			cap:     capacity{best: step{rate: rate, achieved: rate, pass: true}, steps: []step{{rate: rate, achieved: rate, pass: true}}},
 			scaleUp: &handover{from: n, to: n + 1, moved: 10000 / (n + 1), first: time.Second, last: 2 * time.Second}}
 	}
+	single := st(1, 100, h(23)) // share 20 over its idle 3 MiB: the baseline
+	single.sharded, single.sharder, single.scaleUp = false, -1, nil
 	return &results{
-		idleSharded: idle,
+		idleSharded:   idle,
+		idleUnsharded: heapStats{HeapInuse: 3 * mb},
+		unsharded:     &single,
 		stages: []stageResult{
-			st(1, 100, h(24)),      // share 20
+			st(1, 95, h(28)),       // 0.95; share 24: 1.2
 			st(2, 190, h(14, 13)),  // 0.95; shares 10 and 9: 0.5, 0.45 ≤ 0.6
 			st(3, 200, h(11, 10)),  // 0.67
 			st(4, 400, h(12, 8.5)), // 1.0; sharder share 8 = 0.4 > 0.3, other 4.5 = 0.225
@@ -224,7 +228,8 @@ func fakeResults() *results {
 	}
 }
 
-// TestReport: the table's ratios and verdicts follow the figures.
+// TestReport: the table's ratios and verdicts follow the figures, against
+// the singleton without sharding.
 func TestReport(t *testing.T) {
 	c, err := parseFlags(nil)
 	if err != nil {
@@ -233,13 +238,15 @@ func TestReport(t *testing.T) {
 	out := report(c, fakeResults())
 	rows := map[string]string{}
 	for line := range strings.SplitSeq(out, "\n") {
-		for _, n := range []string{"1", "2", "3", "4"} {
-			if strings.HasPrefix(line, "| "+n+" | ") && strings.Contains(line, "–") && !strings.Contains(line, "writes/s") && rows[n] == "" {
+		for _, n := range []string{"1, no sharding", "1", "2", "3", "4"} {
+			if strings.HasPrefix(line, "| "+n+" | ") && !strings.Contains(line, "MiB") && rows[n] == "" && strings.Count(line, "|") == 12 {
 				rows[n] = line
 			}
 		}
 	}
 	for n, want := range map[string][]string{
+		"1, no sharding": {"| 1.00 | – |", "| 20.0 · – | 1.00 · – |"},
+		"1":              {"| 0.95 | – |", "| 24.0 · – | 1.20 · – |"},
 		"2": {"| 0.95 | yes |", "| 0.50 · 0.45 |", "| yes · yes |"},
 		"3": {"| 0.67 | **no** |"},
 		"4": {"| 1.00 | yes |", "| 0.40 · 0.23 |", "| **no** · yes |"},

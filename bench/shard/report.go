@@ -26,54 +26,105 @@ const (
 // idle replica's.
 func share(h, idle heapStats) float64 { return float64(h.HeapInuse) - float64(idle.HeapInuse) }
 
-// judged is what a stage scored against the targets.
-type judged struct {
-	capRatio             float64   // capacity ÷ (N × the singleton's)
-	shares               []float64 // per replica, bytes
-	ratios               []float64 // per replica, share ÷ the singleton's share
-	worst, worstOthers   float64   // the highest ratio, and the highest of the replicas not running the sharder
-	capMet, heapMet      bool
-	othersMet            bool
-	minKeys, maxKeys     int
-	sharderShare, others float64 // MiB: the sharder replica's share, the mean of the others'
+// baseline is the singleton the ratios divide by: one replica without
+// sharding, what an operator runs before it shards, when it was measured;
+// else the first sharded stage.
+type baseline struct {
+	name     string
+	capacity float64 // writes/s
+	share    float64 // heap for the sharded type, bytes
 }
 
-func judge(s stageResult, single stageResult, idle heapStats) judged {
-	var j judged
-	c1 := single.cap.best.achieved
-	if c1 > 0 {
-		j.capRatio = s.cap.best.achieved / (float64(s.n) * c1)
+func baselineOf(res *results) baseline {
+	if u := res.unsharded; u != nil {
+		return baseline{name: "one replica without sharding", capacity: u.cap.best.achieved, share: share(u.heaps[0], res.idleUnsharded)}
 	}
-	s1 := share(single.heaps[0], idle)
+	s := res.stages[0]
+	return baseline{name: fmt.Sprintf("%d sharded replica(s)", s.n), capacity: s.cap.best.achieved / float64(s.n), share: share(s.heaps[0], res.idleSharded)}
+}
+
+// idleOf is the idle heap of a replica like s's.
+func idleOf(s stageResult, res *results) heapStats {
+	if s.sharded {
+		return res.idleSharded
+	}
+	return res.idleUnsharded
+}
+
+// judged is what a stage scored against the targets.
+type judged struct {
+	capRatio           float64   // capacity ÷ (N × the singleton's)
+	balanceBound       float64   // the capacity ratio the ring's balance allows: 1 ÷ (N × the largest share of keys)
+	shares             []float64 // per replica, bytes
+	ratios             []float64 // per replica, share ÷ the singleton's share
+	sharderRatio       float64   // the ratio of the replica running the sharder (of the only replica when none does)
+	worstOthers        float64   // the highest ratio of the other replicas
+	capMet             bool
+	sharderMet         bool
+	othersMet          bool
+	minKeys, maxKeys   int
+	sharderMiB, others float64 // the sharder replica's share, the mean of the others' (MiB)
+	hasOthers          bool
+}
+
+func judge(s stageResult, base baseline, idle heapStats, n int) judged {
+	var j judged
+	if base.capacity > 0 {
+		j.capRatio = s.cap.best.achieved / (float64(s.n) * base.capacity)
+	}
+	first := max(s.sharder, 0)
 	var sumOthers float64
 	for i, h := range s.heaps {
 		sh := share(h, idle)
 		j.shares = append(j.shares, sh)
-		r := sh / s1
+		r := sh / base.share
 		j.ratios = append(j.ratios, r)
-		j.worst = max(j.worst, r)
-		if i == s.sharder {
-			j.sharderShare = sh / (1 << 20)
+		if i == first {
+			j.sharderMiB, j.sharderRatio = sh/(1<<20), r
 		} else {
 			j.worstOthers = max(j.worstOthers, r)
 			sumOthers += sh
+			j.hasOthers = true
 		}
 	}
-	if n := len(s.heaps) - btoi(s.sharder >= 0); n > 0 {
-		j.others = sumOthers / float64(n) / (1 << 20)
+	if j.hasOthers {
+		j.others = sumOthers / float64(len(s.heaps)-1) / (1 << 20)
 	}
 	j.minKeys, j.maxKeys = slices.Min(s.keys), slices.Max(s.keys)
+	j.balanceBound = float64(n) / (float64(s.n) * float64(j.maxKeys))
 	j.capMet = j.capRatio >= capacityTarget
-	j.heapMet = j.worst <= heapTarget/float64(s.n)
+	j.sharderMet = j.sharderRatio <= heapTarget/float64(s.n)
 	j.othersMet = j.worstOthers <= heapTarget/float64(s.n)
 	return j
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
+// metadataPerObject estimates what the sharder's replica holds beyond its
+// own share of objects, per object of the ring: its share less its keys
+// at the others' heap per key, ÷ every key. The mean over the stages with
+// two replicas or more; 0 when there are none.
+func metadataPerObject(res *results, n int) float64 {
+	var sum float64
+	count := 0
+	for _, s := range res.stages {
+		if s.sharder < 0 || len(s.heaps) < 2 {
+			continue
+		}
+		var othersShare float64
+		othersKeys := 0
+		for i, h := range s.heaps {
+			if i != s.sharder {
+				othersShare += share(h, res.idleSharded)
+				othersKeys += s.keys[i]
+			}
+		}
+		perKey := othersShare / float64(othersKeys)
+		sum += (share(s.heaps[s.sharder], res.idleSharded) - float64(s.keys[s.sharder])*perKey) / float64(n)
+		count++
 	}
-	return 0
+	if count == 0 {
+		return 0
+	}
+	return sum / float64(count)
 }
 
 func yes(b bool) string {
@@ -102,22 +153,30 @@ func report(c config, res *results) string {
 		p("No sharded stage ran.\n")
 		return sb.String()
 	}
-	single := res.stages[0]
-	if single.n != 1 {
-		p("The first stage has %d replicas, not 1: the ratios below divide by it as if it were the singleton.\n\n", single.n)
-	}
-	idle := res.idleSharded
+	base := baselineOf(res)
 
-	p("| replicas | keys per replica | capacity (writes/s) | ÷ (N × singleton) | ≥ %.1f | heap in use per replica (MiB) | sharded type per replica (MiB): sharder · others | ÷ singleton's: sharder · others | ≤ %.1f/N | met (sharder · others) |\n", capacityTarget, heapTarget)
-	p("|--:|--|--:|--:|--|--|--|--|--:|--|\n")
-	for _, s := range res.stages {
-		j := judge(s, single, idle)
+	p("The singleton the ratios divide by: %s (capacity %.0f writes/s, %.1f MiB of heap for the ConfigMaps). ", base.name, base.capacity, base.share/(1<<20))
+	p("\"Sharded type\": heap in use after GC less an idle replica's (%.1f MiB sharded, %.1f MiB without sharding, measured before the ConfigMaps existed). ",
+		mib(res.idleSharded.HeapInuse), mib(res.idleUnsharded.HeapInuse))
+	p("\"Sharder\": the replica running the sharder, which also caches the metadata of every object of the ring (a metadata-only informer); \"others\": the other replicas (the mean share; the highest ratio).\n\n")
+	p("| replicas | keys per replica | capacity (writes/s) | ÷ (N × singleton) | ≥ %.1f | balance bound | heap in use per replica (MiB) | sharded type (MiB): sharder · others | ÷ singleton's: sharder · others | ≤ %.1f/N | met: sharder · others |\n", capacityTarget, heapTarget)
+	p("|--|--|--:|--:|--|--:|--|--|--|--:|--|\n")
+	rows := res.stages
+	if res.unsharded != nil {
+		rows = append([]stageResult{*res.unsharded}, rows...)
+	}
+	for _, s := range rows {
+		j := judge(s, base, idleOf(s, res), c.n)
+		name := fmt.Sprint(s.n)
+		if !s.sharded {
+			name = "1, no sharding"
+		}
 		capCell := fmt.Sprintf("%.0f", s.cap.best.achieved)
 		if s.cap.atTop {
 			capCell = "≥ " + capCell
 		}
 		if s.cap.limited {
-			capCell += " (driver short at some rate)"
+			capCell += " (driver short)"
 		}
 		heaps := make([]string, len(s.heaps))
 		for i, h := range s.heaps {
@@ -126,44 +185,25 @@ func report(c config, res *results) string {
 				heaps[i] += "ˢ"
 			}
 		}
-		others, ratioOthers, met := "–", "–", yes(j.heapMet)
-		if len(s.heaps) > 1 {
+		others, ratioOthers, met := "–", "–", yes(j.sharderMet)
+		if j.hasOthers {
 			others = fmt.Sprintf("%.1f", j.others)
 			ratioOthers = fmt.Sprintf("%.2f", j.worstOthers)
 			met += " · " + yes(j.othersMet)
 		}
 		capMet := yes(j.capMet)
-		if s.n == single.n {
-			capMet = "–"
+		if s.n == 1 {
+			capMet, met = "–", "–"
 		}
-		p("| %d | %d–%d | %s | %.2f | %s | %s | %.1f · %s | %.2f · %s | %.2f | %s |\n",
-			s.n, j.minKeys, j.maxKeys, capCell, j.capRatio, capMet, strings.Join(heaps, ", "), j.sharderShare, others,
-			j.ratios[max(s.sharder, 0)], ratioOthers, heapTarget/float64(s.n), met)
+		p("| %s | %s | %s | %.2f | %s | %.2f | %s | %.1f · %s | %.2f · %s | %.2f | %s |\n",
+			name, keysCell(j), capCell, j.capRatio, capMet, j.balanceBound, strings.Join(heaps, ", "), j.sharderMiB, others,
+			j.sharderRatio, ratioOthers, heapTarget/float64(s.n), met)
 	}
-	p("\nˢ the replica running the sharder. \"sharded type\": heap in use less an idle sharded replica's (%.1f MiB, measured before the ConfigMaps existed). ", mib(idle.HeapInuse))
-	p("The ratio for \"others\" is the highest of the replicas that do not run the sharder; the sharder's replica also caches the metadata of every object of the sharded type (its metadata-only informer), so it carries more.\n\n")
-
-	if u := res.unsharded; u != nil {
-		uShare := share(u.heaps[0], res.idleUnsharded)
-		p("**Without sharding** (one replica, no `Options.Sharding`): capacity %.0f writes/s; heap in use %.1f MiB, %.1f MiB for the ConfigMaps (idle: %.1f MiB). ",
-			u.cap.best.achieved, mib(u.heaps[0].HeapInuse), uShare/(1<<20), mib(res.idleUnsharded.HeapInuse))
-		p("Against it, the sharded type's heap per replica is (sharder · highest other):")
-		for _, s := range res.stages {
-			j := judge(s, single, idle)
-			oth := "–"
-			if len(j.shares) > 1 {
-				var hi float64
-				for i, sh := range j.shares {
-					if i != s.sharder {
-						hi = max(hi, sh)
-					}
-				}
-				oth = fmt.Sprintf("%.2f", hi/uShare)
-			}
-			p(" N=%d %.2f · %s (≤ %.2f);", s.n, j.shares[max(s.sharder, 0)]/uShare, oth, heapTarget/float64(s.n))
-		}
-		p("\n\n")
+	p("\nˢ the replica running the sharder. \"Balance bound\": the capacity ratio the ring's split allows, 1 ÷ (N × the largest replica's share of the keys): the replica with the most keys saturates first.")
+	if m := metadataPerObject(res, c.n); m > 0 {
+		p(" The sharder's replica holds about %.0f B per object of the ring beyond its own keys (its share less its keys at the other replicas' heap per key, ÷ %d objects, the mean over the stages): the metadata-only informer keeps each object's whole ObjectMeta, managedFields included.", m, c.n)
 	}
+	p("\n\n")
 
 	p("### Handover\n\n")
 	p("| change | keys moved | to the first moved key's first Reconcile by its new owner (s) | to the last's (s) | measured from |\n|---|--:|--:|--:|---|\n")
@@ -207,6 +247,13 @@ func report(c config, res *results) string {
 	p("and %d MiB for a singleton against %d–%d MiB per shard with 3 shards (%.2f–%.2f of the singleton; 1.2/3 = 0.40). Its figures are whole-process memory of a real operator; ours are Go heap, with the sharded type's share separated.\n",
 		thesisSingletonMiB, thesisShardMiBLo, thesisShard, float64(thesisShardMiBLo)/thesisSingletonMiB, float64(thesisShard)/thesisSingletonMiB)
 	return sb.String()
+}
+
+func keysCell(j judged) string {
+	if j.minKeys == j.maxKeys {
+		return fmt.Sprint(j.minKeys)
+	}
+	return fmt.Sprintf("%d–%d", j.minKeys, j.maxKeys)
 }
 
 func msCell(d time.Duration) string {

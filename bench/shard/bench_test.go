@@ -247,9 +247,9 @@ func TestReport(t *testing.T) {
 	for n, want := range map[string][]string{
 		"1, no sharding": {"| 1.00 | – |", "| 20.0 · – | 1.00 · – |"},
 		"1":              {"| 0.95 | – |", "| 24.0 · – | 1.20 · – |"},
-		"2": {"| 0.95 | yes |", "| 0.50 · 0.45 |", "| yes · yes |"},
-		"3": {"| 0.67 | **no** |"},
-		"4": {"| 1.00 | yes |", "| 0.40 · 0.23 |", "| **no** · yes |"},
+		"2":              {"| 0.95 | yes |", "| 0.50 · 0.45 |", "| yes · yes |"},
+		"3":              {"| 0.67 | **no** |"},
+		"4":              {"| 1.00 | yes |", "| 0.40 · 0.23 |", "| **no** · yes |"},
 	} {
 		for _, w := range want {
 			if !strings.Contains(rows[n], w) {

@@ -51,7 +51,9 @@ func main() {
 	if name := os.Getenv(replicaEnv); name != "" {
 		os.Exit(replicaMain(name, os.Getenv(configEnv)))
 	}
-	if err := run(); err != nil {
+	if err := run(); errors.Is(err, flag.ErrHelp) {
+		return // the flag package printed the usage
+	} else if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-shard:", err)
 		os.Exit(1)
 	}

@@ -77,7 +77,7 @@ type SecureMetricsOptions struct {
 // is called on every TLS handshake, so it must be quick and safe for
 // concurrent use. Start (see Runnable) runs for as long as the server
 // serves, to renew or reload the certificate; it must return nil when its
-// ctx is done.
+// ctx is done. An error it returns before then stops Run with it.
 type CertificateSource interface {
 	Runnable
 	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
@@ -149,9 +149,10 @@ func (m *Manager) SecureMetricsAddr() net.Addr {
 
 // serveSecureMetrics listens on Options.SecureMetrics.Addr and serves
 // /metrics (and pprof) over TLS to the requests the guard admits, and runs
-// the certificate source, until the returned stop is called (see
-// serveOn). ctx carries the manager's logger.
-func (m *Manager) serveSecureMetrics(ctx context.Context) (stop func(abort bool), err error) {
+// the certificate source, until the returned stop is called (see serveOn);
+// stop returns the source's error. A source that fails before then ends
+// Run's ctx through fail. ctx carries the manager's logger.
+func (m *Manager) serveSecureMetrics(ctx context.Context, fail context.CancelCauseFunc) (stop func(abort bool) error, err error) {
 	sm := m.metrics
 	ln, err := net.Listen("tcp", sm.opts.Addr)
 	if err != nil {
@@ -175,18 +176,21 @@ func (m *Manager) serveSecureMetrics(ctx context.Context) (stop func(abort bool)
 
 	certCtx, stopCert := context.WithCancel(ctx)
 	var certDone sync.WaitGroup
+	var certErr error // set before certDone is done
 	certDone.Go(func() {
-		// Package certs's sources return only when ctx is done; another
-		// that fails leaves the last certificate served.
-		if err := sm.opts.Certificate.Start(certCtx); err != nil && certCtx.Err() == nil {
-			m.log.Error(err, "The secure metrics server's certificate source stopped; its certificate is no longer renewed")
+		err := sm.opts.Certificate.Start(certCtx)
+		if err == nil || certCtx.Err() != nil && errors.Is(err, context.Canceled) {
+			return
 		}
+		certErr = fmt.Errorf("manager: the secure metrics server's certificate source: %w", err)
+		fail(certErr)
 	})
 	stopServer := m.serveOn(srv, ln, true)
-	return func(abort bool) {
+	return func(abort bool) error {
 		stopServer(abort)
 		stopCert()
 		certDone.Wait()
+		return certErr
 	}, nil
 }
 

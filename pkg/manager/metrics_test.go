@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -261,5 +262,24 @@ func TestSecureMetricsValidation(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// failingSource serves a certificate but fails to keep it current.
+type failingSource struct{ *certs.SelfSigned }
+
+func (failingSource) Start(context.Context) error { return errors.New("cannot watch the files") }
+
+// TestSecureMetricsSourceFails: a certificate source that fails stops Run
+// with its error.
+func TestSecureMetricsSourceFails(t *testing.T) {
+	ss, err := certs.NewSelfSigned(certs.SelfSignedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t, fake.NewClientset(), manager.Options{SecureMetrics: &manager.SecureMetricsOptions{Addr: "127.0.0.1:0", Certificate: failingSource{ss}}})
+	err = run(t, m).wait(t)
+	if err == nil || !strings.Contains(err.Error(), "secure metrics server's certificate source: cannot watch the files") {
+		t.Fatalf("Run returned %v, want the source's error", err)
 	}
 }

@@ -46,11 +46,11 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 		defer func() { stop(errors.Is(context.Cause(ctx), reconcile.ErrAborted)) }()
 	}
 	if m.metrics != nil {
-		stop, err := m.serveSecureMetrics(ctx)
-		if err != nil {
-			return err
+		stop, serveErr := m.serveSecureMetrics(ctx, cancel)
+		if serveErr != nil {
+			return serveErr
 		}
-		defer func() { stop(errors.Is(context.Cause(ctx), reconcile.ErrAborted)) }()
+		defer func() { err = errors.Join(err, stop(errors.Is(context.Cause(ctx), reconcile.ErrAborted))) }()
 	}
 
 	if m.webhooks != nil {

@@ -353,8 +353,8 @@ func (m *Manager) EventRecorder(component string) record.EventRecorder {
 }
 
 // Ready reports whether /readyz passes: the caches have synced, Run has
-// not begun to shut down, and, with Options.Webhook, the webhook server is
-// Ready.
+// not begun to shut down, and, with Options.Webhook, the webhook server and
+// its certificate source are ready (see WebhookOptions).
 func (m *Manager) Ready() bool { return m.notReady() == nil }
 
 // notReady says why the manager is not Ready, or returns nil.
@@ -362,8 +362,5 @@ func (m *Manager) notReady() error {
 	if !m.ready.Load() {
 		return errors.New("caches have not synced, or the manager is stopping")
 	}
-	if m.webhooks != nil {
-		return m.webhooks.Ready()
-	}
-	return nil
+	return m.webhooksReady()
 }

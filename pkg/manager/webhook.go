@@ -20,9 +20,10 @@ import (
 // whichever replica its Service picks, and may need the operator's own
 // conversion webhook to answer the lists the caches wait for. /readyz
 // fails until the server listens and has a certificate (webhook.Server's
-// Ready). They serve until the controllers, Runnables and informers have
-// stopped, as those may write objects that go through the webhooks on
-// their way out.
+// Ready), and while the source says it is not ready (see Certificate).
+// They serve until the controllers, Runnables and informers have stopped,
+// as those may write objects that go through the webhooks on their way
+// out.
 type WebhookOptions struct {
 	// Addr is where the webhook server listens, e.g. ":9443" or
 	// "127.0.0.1:0". Empty means webhook.DefaultAddr (":9443").
@@ -33,6 +34,9 @@ type WebhookOptions struct {
 	// current, and one that reads a certificate mounted from a Secret
 	// (cert-manager). Run starts it with the server and stops it after
 	// the server: do not also Add it. An error from its Start stops Run.
+	// If it has a method Ready() error, /readyz also fails while that
+	// returns an error (package certs's shared source does until the
+	// webhook configurations' caBundles trust its certificate).
 	Certificate CertificateSource
 	// HTTP2 lets the API server speak HTTP/2 to the webhooks. Off by
 	// default, as on every server the manager starts, against HTTP/2
@@ -114,6 +118,23 @@ func (m *Manager) newWebhookServer() error {
 		return fmt.Errorf("manager: Options.Webhook: %w", err)
 	}
 	m.webhooks = srv
+	return nil
+}
+
+// webhooksReady says why the webhooks are not ready to serve (see
+// WebhookOptions), or returns nil; nil without Options.Webhook.
+func (m *Manager) webhooksReady() error {
+	if m.webhooks == nil {
+		return nil
+	}
+	if err := m.webhooks.Ready(); err != nil {
+		return err
+	}
+	if r, ok := m.opts.Webhook.Certificate.(interface{ Ready() error }); ok {
+		if err := r.Ready(); err != nil {
+			return fmt.Errorf("webhook certificate: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -286,6 +286,45 @@ func TestWebhookOptionsInvalid(t *testing.T) {
 	}
 }
 
+// readySource is a testSource that says whether the API server trusts
+// its certificate yet.
+type readySource struct {
+	*testSource
+	trusted atomic.Bool
+}
+
+func (s *readySource) Ready() error {
+	if !s.trusted.Load() {
+		return errors.New("the caBundles do not hold the CA yet")
+	}
+	return nil
+}
+
+// TestWebhookSourceReady checks that /readyz asks a certificate source that
+// can say whether it is ready.
+func TestWebhookSourceReady(t *testing.T) {
+	src := &readySource{testSource: newTestSource(t)}
+	src.have.Store(true)
+	m := newManager(t, fake.NewClientset(), manager.Options{Webhook: &manager.WebhookOptions{Addr: "127.0.0.1:0", Certificate: src}})
+	r := run(t, m)
+	eventually(t, "the webhook server to be ready", func() bool { return m.Webhooks().Ready() == nil })
+	eventually(t, "the caches to sync", func() bool {
+		_, body := get(t, m.Handler(), "/readyz")
+		return !strings.Contains(body, "caches")
+	})
+	if code, body := get(t, m.Handler(), "/readyz"); code != http.StatusServiceUnavailable ||
+		body != "not ready: webhook certificate: the caBundles do not hold the CA yet\n" {
+		t.Errorf("/readyz while the source is not ready = %d %q", code, body)
+	}
+	src.trusted.Store(true)
+	if code, _ := get(t, m.Handler(), "/readyz"); code != http.StatusOK || !m.Ready() {
+		t.Errorf("/readyz once the source is ready = %d", code)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestWebhooksWithoutOptions(t *testing.T) {
 	m := newManager(t, fake.NewClientset(), manager.Options{})
 	if m.Webhooks() != nil {

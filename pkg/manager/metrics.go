@@ -100,6 +100,9 @@ func validateSecureMetrics(o *Options) []error {
 	if sm.Addr == "" {
 		sm.Addr = DefaultSecureMetricsAddr
 	}
+	if sm.Certificate != nil && isNilSource(sm.Certificate) {
+		return []error{fmt.Errorf("manager: Options.SecureMetrics.Certificate is a nil %T: pass a certificate source, or leave it nil for a self-signed certificate", sm.Certificate)}
+	}
 	host, port, err := net.SplitHostPort(sm.Addr)
 	if err != nil {
 		return []error{fmt.Errorf("manager: Options.SecureMetrics.Addr is %q: use host:port such as \":8443\" or \"127.0.0.1:0\", or empty for %q", sm.Addr, DefaultSecureMetricsAddr)}

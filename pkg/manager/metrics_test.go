@@ -239,6 +239,10 @@ func TestSecureMetricsValidation(t *testing.T) {
 		},
 		{name: "default Addr on HTTPAddr's port", httpAddr: "127.0.0.1:8443", want: []string{"share a port"}},
 		{name: "every interface and one", httpAddr: "0.0.0.0:9000", sm: manager.SecureMetricsOptions{Addr: "127.0.0.1:9000"}, want: []string{"share a port"}},
+		{
+			name: "nil certificate pointer", sm: manager.SecureMetricsOptions{Certificate: (*certs.Files)(nil)},
+			want: []string{"Options.SecureMetrics.Certificate is a nil *certs.Files", "leave it nil"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

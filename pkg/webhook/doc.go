@@ -63,6 +63,7 @@
 //
 // Goroutines: Server.Start runs the HTTP server, which serves each
 // connection on a goroutine of its own; the handlers run there. Start
-// returns once they have ended (after a drain of at most 10 seconds). The
+// returns once they have ended, after a drain of at most 10 seconds (a
+// handler that ignores its request's ctx past that is left running). The
 // constructors and handlers start none.
 package webhook

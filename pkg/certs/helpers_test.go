@@ -76,18 +76,23 @@ func (s *logSink) count(substr string) int {
 	return n
 }
 
-// runStart runs start on a goroutine until the test ends, and requires it
-// to return nil then.
-func runStart(t testing.TB, start func(context.Context) error) {
+// runStart runs start on a goroutine until the test ends or the returned
+// stop is called, and requires it to return nil then.
+func runStart(t testing.TB, start func(context.Context) error) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Start returned %v, want nil", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Start returned %v, want nil", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // served returns the leaf certificate a GetCertificate function serves.

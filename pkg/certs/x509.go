@@ -113,4 +113,3 @@ func sign(tmpl *x509.Certificate, parent *keyPair) (*keyPair, error) {
 func (k *keyPair) tlsCertificate() *tls.Certificate {
 	return &tls.Certificate{Certificate: [][]byte{k.cert.Raw}, PrivateKey: k.key, Leaf: k.cert}
 }
-

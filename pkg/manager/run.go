@@ -61,11 +61,18 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 		defer func() { err = errors.Join(err, stop()) }()
 	}
 
-	if err := m.cache.Start(ctx); err != nil {
+	// The informers outlive Run's ctx: Reconciles still in flight when it
+	// ends read from them and wait for their writes to show in them, so
+	// the cache stops only once the controllers have (this defer runs
+	// after runAll has returned).
+	cacheCtx, stopCache := context.WithCancel(context.WithoutCancel(ctx))
+	if err := m.cache.Start(cacheCtx); err != nil {
+		stopCache()
 		return fmt.Errorf("manager: %w", err)
 	}
 	defer func() {
 		cancel(nil)
+		stopCache()
 		m.cache.Wait()
 	}()
 

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,16 +20,11 @@ import (
 // answered and the cache reflects it, as at any other time: the cache
 // must keep running until the controllers have stopped.
 //
-// Known bug, found by test/ha's graceful-exit sharding scenario: the
-// cache stops with Run's ctx, before the controllers, so the write waits
-// out the read-your-own-writes timeout (10s) and fails with a
-// CacheLagError although the server accepted it; a replica's graceful
-// exit, and a sharded replica's handover of its keys, take 10s longer.
-// Skipped unless CTRLKIT_KNOWN_BUGS is set, until the fix.
+// Found by test/ha's graceful-exit sharding scenario: the cache stopped
+// with Run's ctx, before the controllers, so such a write waited out the
+// read-your-own-writes timeout (10s) and failed with a CacheLagError
+// although the server had accepted it.
 func TestShutdownInFlightWrite(t *testing.T) {
-	if os.Getenv("CTRLKIT_KNOWN_BUGS") == "" {
-		t.Skip("known bug: the cache stops before in-flight Reconciles finish; set CTRLKIT_KNOWN_BUGS=1 to run")
-	}
 	ns := newNamespace(t)
 	createConfigMap(t, ns, "slow", map[string]string{"gen": "1"}, nil)
 	mgr := newManager(t, cfg, ns, manager.Options{ShutdownTimeout: stopTimeout})

@@ -3,6 +3,7 @@ module github.com/ctrlkit/ctrlkit/cmd/ctrlkit
 go 1.26.0
 
 require (
+	go.uber.org/goleak v1.3.0
 	golang.org/x/mod v0.41.0
 	k8s.io/apimachinery v0.37.2
 	sigs.k8s.io/yaml v1.6.0

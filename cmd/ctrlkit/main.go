@@ -3,12 +3,18 @@
 //
 //	ctrlkit new --module example.com/memcached-operator \
 //	    --group cache.example.com --version v1alpha1 --kind Memcached \
-//	    ./memcached-operator
+//	    [--template minimal|deployment] [--webhook] ./memcached-operator
 //
-// The project builds on ctrlkit: API types with deepcopy code, a CRD, a
-// reconciler that keeps a Deployment and reports conditions, its RBAC role,
-// unit tests, an e2e test under envtest, a Makefile (make test, make
-// generate) and a README. Bad input is refused before anything is written.
+// The project builds on ctrlkit and deploys: API types with deepcopy code,
+// a CRD, a reconciler (--template minimal reports a Ready condition;
+// deployment keeps a Deployment per object), its RBAC from
+// +kubebuilder:rbac markers, a main with leader election, secure metrics
+// and health probes, a Dockerfile for a static non-root image, config/
+// (namespace, ServiceAccount, roles and bindings, Deployment, Services,
+// kustomizations), with --webhook a validating and a defaulting webhook
+// served with certificates the operator keeps itself, unit tests, e2e
+// tests under envtest, a Makefile (make test, manifests, docker-build,
+// deploy) and a README. Bad input is refused before anything is written.
 package main
 
 import (

@@ -43,9 +43,24 @@ type NewOptions struct {
 	Group          string // --group: the API group, a DNS subdomain with a dot
 	Version        string // --version: the API version, like v1, v1alpha1, v2beta3
 	Kind           string // --kind: the kind, UpperCamelCase
+	Template       string // --template: what the controller does, one of templateNames; empty means minimal
+	Webhook        bool   // --webhook: add a validating and a defaulting webhook
 	CtrlkitReplace string // --ctrlkit-replace: a ctrlkit checkout to build against, or empty
 	Dir            string // DIR: where the project is written; absent or empty
 }
+
+// The templates --template chooses from.
+const (
+	// templateMinimal is a reconciler that reports a Ready condition with
+	// observedGeneration and does nothing else: the start of any operator.
+	templateMinimal = "minimal"
+	// templateDeployment is a reconciler that keeps a Deployment per
+	// object, scaled to spec.replicas, and reports its progress.
+	templateDeployment = "deployment"
+)
+
+// templateNames are the values --template accepts, the default first.
+var templateNames = []string{templateMinimal, templateDeployment}
 
 func runNew(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ctrlkit new", flag.ContinueOnError)
@@ -55,6 +70,8 @@ func runNew(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Group, "group", "", "API `group` of the kind, a DNS subdomain with at least one dot, e.g. cache.example.com (required)")
 	fs.StringVar(&o.Version, "version", "", "API `version` of the kind: v1, v1alpha1, v2beta3, ... (required)")
 	fs.StringVar(&o.Kind, "kind", "", "`kind` of the custom resource, UpperCamelCase, e.g. Memcached (required)")
+	fs.StringVar(&o.Template, "template", templateMinimal, "what the controller does: `NAME` is "+templateMinimal+" (a Ready condition with observedGeneration, nothing else) or "+templateDeployment+" (a Deployment per object, scaled to spec.replicas)")
+	fs.BoolVar(&o.Webhook, "webhook", false, "add a validating and a defaulting admission webhook for the kind, served with certificates the operator makes and keeps itself")
 	fs.StringVar(&o.CtrlkitReplace, "ctrlkit-replace", "", "build against the ctrlkit checkout at `PATH`: go.mod gets replace "+ctrlkitModule+" => PATH")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: ctrlkit new [flags] DIR\n\nWrites a new operator project into DIR, which must be absent or empty.\n\nFlags:\n")
@@ -99,7 +116,7 @@ func runNew(args []string, stdout, stderr io.Writer) int {
 	if p.CtrlkitReplace == "" && p.CtrlkitVersion == develVersion {
 		fmt.Fprintf(stderr, "note: this ctrlkit was built from a working tree, so go.mod requires %s %s, which no proxy serves: pass --ctrlkit-replace PATH to build against a checkout\n", ctrlkitModule, develVersion)
 	}
-	fmt.Fprintf(stdout, "\nNext:\n  cd %s\n  go mod tidy\n  make test     # unit tests, then the e2e test (needs KUBEBUILDER_ASSETS)\n", o.Dir)
+	fmt.Fprintf(stdout, "\nNext:\n  cd %s\n  go mod tidy\n  make test                           # unit tests, then the e2e tests (needs KUBEBUILDER_ASSETS)\n  make docker-build docker-push IMG=...  # needs a container engine\n  make deploy IMG=...                # into the cluster of $KUBECONFIG\nREADME.md says more.\n", o.Dir)
 	return 0
 }
 
@@ -132,31 +149,31 @@ type project struct {
 	KindLower string // memcached: the singular resource name
 	Plural    string // memcacheds: the resource
 
+	Template  string // templateMinimal or templateDeployment
+	Webhook   bool   // the webhook scaffolding is written
+	Namespace string // memcached-operator-system: where config/ deploys the operator
+
 	CtrlkitVersion string // the version of ctrlkit go.mod requires
 	CtrlkitReplace string // absolute path of a ctrlkit checkout, or empty
 	Requires       []module.Version
 	ControllerGen  string // the pinned controller-tools version
-	Rules          []rule // of the ClusterRole, in controller-gen's order
+	Kustomize      string // the pinned kustomize version
+	Roles          []role // config/rbac/role.yaml, as controller-gen writes it
 }
 
-// rule is one rule of the operator's ClusterRole.
-type rule struct {
-	Group, Resource string
-	Verbs           []string // sorted
-}
+// Deployment reports whether the project uses the deployment template.
+func (p *project) Deployment() bool { return p.Template == templateDeployment }
 
-// roleRules are the permissions the generated controller uses, in the order
-// controller-gen sorts the rules of its +kubebuilder:rbac markers (by
-// "group + resource + ..."), so that `make generate` changes nothing.
-func roleRules(group, plural string) []rule {
-	rules := []rule{
-		{"apps", "deployments", []string{"create", "list", "patch", "watch"}},
-		{group, plural, []string{"list", "watch"}},
-		{group, plural + "/status", []string{"update"}},
-	}
-	key := func(r rule) string { return r.Group + " + " + r.Resource + " +  + " }
-	slices.SortStableFunc(rules, func(a, b rule) int { return strings.Compare(key(a), key(b)) })
-	return rules
+// ValidatePath and DefaultPath are where the webhook server serves the
+// validating and the defaulting webhook: kubebuilder's scheme, such as
+// /validate-cache-example-com-v1alpha1-memcached.
+func (p *project) ValidatePath() string { return p.webhookPath("validate") }
+
+// DefaultPath: see ValidatePath.
+func (p *project) DefaultPath() string { return p.webhookPath("mutate") }
+
+func (p *project) webhookPath(verb string) string {
+	return "/" + verb + "-" + strings.ReplaceAll(p.Group, ".", "-") + "-" + p.Version + "-" + p.KindLower
 }
 
 // The versions a generated go.mod requires besides ctrlkit: the ones
@@ -173,6 +190,10 @@ var requires = []module.Version{
 // controllerGenVersion is the controller-tools release that `make generate`
 // runs; the pre-generated files are byte for byte what it writes.
 const controllerGenVersion = "v0.23.0"
+
+// kustomizeVersion is the kustomize release that `make build-installer`
+// runs to render config/default.
+const kustomizeVersion = "v5.8.1"
 
 // reservedNames are declared by the generated API package besides the
 // kind's types: a kind whose types would have one of these names is refused.
@@ -229,6 +250,10 @@ func newProject(o NewOptions) (*project, error) {
 		}
 	}
 
+	if !slices.Contains(templateNames, o.Template) {
+		bad("--template %q is not a template: use %s (a Ready condition, nothing else) or %s (a Deployment per object)", o.Template, templateMinimal, templateDeployment)
+	}
+
 	replace := ""
 	if o.CtrlkitReplace != "" {
 		var err error
@@ -244,20 +269,26 @@ func newProject(o NewOptions) (*project, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return &project{
+	name := projectName(o.Module)
+	p := &project{
 		Module:         o.Module,
-		Name:           projectName(o.Module),
+		Name:           name,
 		Group:          o.Group,
 		Version:        o.Version,
 		Kind:           o.Kind,
 		KindLower:      strings.ToLower(o.Kind),
 		Plural:         plural,
+		Template:       o.Template,
+		Webhook:        o.Webhook,
+		Namespace:      name + "-system",
 		CtrlkitVersion: ctrlkitVersion(),
 		CtrlkitReplace: replace,
 		Requires:       requires,
 		ControllerGen:  controllerGenVersion,
-		Rules:          roleRules(o.Group, plural),
-	}, nil
+		Kustomize:      kustomizeVersion,
+	}
+	p.Roles = roles(p)
+	return p, nil
 }
 
 // checkTargetDir accepts a directory that does not exist or is empty.

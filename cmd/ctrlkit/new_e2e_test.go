@@ -10,24 +10,36 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
-// TestNewProjectE2E proves that a generated project works: it runs
-// `ctrlkit new` against this checkout (--ctrlkit-replace), then the new
-// project's `make test` (its unit tests and its e2e test under envtest),
-// `make lint`, and `make generate`, which must leave every file as ctrlkit
-// new wrote it.
+// TestNewProjectE2E proves that generated projects work, for each
+// template (the deployment one with the webhooks): it runs `ctrlkit new`
+// against this checkout (--ctrlkit-replace), then in the new project
+//   - `make test`: its unit tests, and its e2e tests under envtest, which
+//     run the operator as its ServiceAccount with leader election, apply
+//     every manifest under config/ with a server-side dry run, and admit
+//     the Deployment in a namespace that enforces the restricted Pod
+//     Security Standard (and the webhook e2e test, with --webhook);
+//   - `make lint`;
+//   - `make generate manifests`, which must leave every file as ctrlkit
+//     new wrote it;
+//   - `make test-installer`, which renders config/default with kustomize
+//     into dist/install.yaml and dry-run applies every object of it;
+//   - the go build line of its Dockerfile, flags and environment parsed
+//     from it, and checks the binary is statically linked and stripped.
 //
 // It needs KUBEBUILDER_ASSETS, the network or a warm module cache (go.sum
-// is filled with GOFLAGS=-mod=mod; make generate builds controller-gen),
-// and several minutes on a cold build cache, so it is skipped without
-// KUBEBUILDER_ASSETS and in -short mode. Run it with
+// is filled with GOFLAGS=-mod=mod; the Makefile builds controller-gen and
+// kustomize with go run), and several minutes on a cold build cache, so
+// it is skipped without KUBEBUILDER_ASSETS and in -short mode. Run it with
 //
 //	KUBEBUILDER_ASSETS=$PWD/bin/k8s go test -count=1 -timeout 30m -run '^TestNewProjectE2E$' ./cmd/ctrlkit/
 func TestNewProjectE2E(t *testing.T) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" || testing.Short() {
-		t.Skip("needs KUBEBUILDER_ASSETS (and no -short): it runs the generated project's envtest e2e test")
+		t.Skip("needs KUBEBUILDER_ASSETS (and no -short): it runs the generated projects' envtest e2e tests")
 	}
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("needs make")
@@ -36,72 +48,149 @@ func TestNewProjectE2E(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "memcached-operator")
-
-	start := time.Now()
-	code, stdout, stderr := ctrlkitNew(append(slices.Clone(memcached), "--ctrlkit-replace", root, dir)...)
-	if code != 0 {
-		t.Fatalf("ctrlkit new: status %d\n%s%s", code, stdout, stderr)
-	}
-	newTook := time.Since(start)
-
 	env := append(os.Environ(),
 		"KUBEBUILDER_ASSETS="+assets,
 		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=mod"),
 		"GOWORK=off",
 	)
-	makeTarget := func(target string) time.Duration {
+	for _, tc := range []struct {
+		name      string
+		flags     []string
+		wantTests []string // in test/e2e, all run by make test
+	}{
+		{"memcached-operator", memcached, []string{"TestMemcached", "TestManifests", "TestRestrictedPodSecurity", "TestWebhooks"}},
+		{"guestbook-operator", guestbook, []string{"TestGuestbook", "TestManifests", "TestRestrictedPodSecurity"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), tc.name)
+			start := time.Now()
+			code, stdout, stderr := ctrlkitNew(append(slices.Clone(tc.flags), "--ctrlkit-replace", root, dir)...)
+			if code != 0 {
+				t.Fatalf("ctrlkit new: status %d\n%s%s", code, stdout, stderr)
+			}
+			newTook := time.Since(start)
+			checkProject(t, dir, env, newTook, tc.wantTests)
+		})
+	}
+}
+
+// checkProject runs the checks of TestNewProjectE2E in the project in dir.
+func checkProject(t *testing.T, dir string, env []string, newTook time.Duration, wantTests []string) {
+	run := func(name string, args ...string) ([]byte, time.Duration) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "make", target)
+		cmd := exec.CommandContext(ctx, name, args...)
 		cmd.Dir, cmd.Env = dir, env
 		start := time.Now()
 		out, err := cmd.CombinedOutput()
 		took := time.Since(start)
 		if err != nil {
-			t.Fatalf("make %s in the generated project failed after %v: %v\n%s", target, took.Round(time.Second), err, out)
+			t.Fatalf("%s %s in the generated project failed after %v: %v\n%s", name, strings.Join(args, " "), took.Round(time.Second), err, out)
 		}
-		t.Logf("make %s: %v", target, took.Round(100*time.Millisecond))
-		return took
+		t.Logf("%s %s: %v", name, strings.Join(args, " "), took.Round(100*time.Millisecond))
+		return out, took
 	}
 
-	testTook := makeTarget("test")
+	_, testTook := run("make", "test")
 	t.Logf("ctrlkit new: %v; then first make test: %v; together %v",
 		newTook.Round(time.Millisecond), testTook.Round(100*time.Millisecond), (newTook + testTook).Round(100*time.Millisecond))
-	makeTarget("lint")
+	// make test ran every test of test/e2e; these must be among them.
+	var e2e []byte
+	for _, f := range listFiles(t, filepath.Join(dir, "test", "e2e")) {
+		e2e = append(e2e, mustRead(t, filepath.Join(dir, "test", "e2e", f))...)
+	}
+	for _, want := range wantTests {
+		if !bytes.Contains(e2e, []byte("\nfunc "+want+"(t *testing.T) {\n")) {
+			t.Errorf("test/e2e has no %s", want)
+		}
+	}
+	run("make", "lint")
 
 	// go.mod and go.sum are left out: -mod=mod has filled them in.
 	before := snapshot(t, dir)
-	makeTarget("generate")
+	run("make", "generate", "manifests")
 	after := snapshot(t, dir)
 	for name, data := range after {
 		if old, ok := before[name]; !ok {
-			t.Errorf("make generate wrote a new file %s", name)
+			t.Errorf("make generate manifests wrote a new file %s", name)
 		} else if !bytes.Equal(old, data) {
-			t.Errorf("make generate changed %s: ctrlkit new's template no longer matches controller-gen's output\n--- ctrlkit new\n%s\n--- make generate\n%s", name, old, data)
+			t.Errorf("make generate manifests changed %s: ctrlkit new's template no longer matches controller-gen's output\n--- ctrlkit new\n%s\n--- make generate manifests\n%s", name, old, data)
 		}
 	}
 	for name := range before {
 		if _, ok := after[name]; !ok {
-			t.Errorf("make generate removed %s", name)
+			t.Errorf("make generate manifests removed %s", name)
 		}
+	}
+
+	const img = "registry.example.com/operator:v1.2.3"
+	run("make", "test-installer", "IMG="+img)
+	install := string(mustRead(t, filepath.Join(dir, "dist", "install.yaml")))
+	if !strings.Contains(install, "image: "+img+"\n") {
+		t.Errorf("dist/install.yaml does not run image %s", img)
+	}
+
+	binary := buildAsDockerfile(t, dir, env)
+	problems, err := staticProblems(binary, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("the binary the Dockerfile builds has %s", p)
+	}
+	// The binary knows every flag the Deployment passes it: with -h last,
+	// it prints its usage and exits 0 only if all the flags before parse.
+	args := deploymentArgs(t, filepath.Join(dir, "config", "manager", "manager.yaml"))
+	if out, err := exec.CommandContext(t.Context(), binary, append(args, "-h")...).CombinedOutput(); err != nil {
+		t.Errorf("%s %s -h: %v: the Deployment passes a flag main.go does not define\n%s", binary, strings.Join(args, " "), err, out)
 	}
 }
 
-// snapshot reads every file under dir except go.mod, go.sum and bin/.
+// deploymentArgs returns the args of the manager container of the
+// Deployment in file.
+func deploymentArgs(t *testing.T, file string) []string {
+	t.Helper()
+	for _, doc := range documents(mustRead(t, file)) {
+		var d struct {
+			Kind string
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Containers []struct {
+							Name string
+							Args []string
+						}
+					}
+				}
+			}
+		}
+		if err := yaml.Unmarshal(doc, &d); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if d.Kind != "Deployment" {
+			continue
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if c.Name == "manager" && len(c.Args) > 0 {
+				return c.Args
+			}
+		}
+	}
+	t.Fatalf("%s has no Deployment whose manager container has args", file)
+	return nil
+}
+
+// snapshot reads every file under dir except go.mod, go.sum, bin/ and
+// dist/.
 func snapshot(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
 	files := make(map[string][]byte)
 	for _, f := range listFiles(t, dir) {
-		if f == "go.mod" || f == "go.sum" || strings.HasPrefix(f, "bin/") {
+		if f == "go.mod" || f == "go.sum" || strings.HasPrefix(f, "bin/") || strings.HasPrefix(f, "dist/") {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[f] = data
+		files[f] = mustRead(t, filepath.Join(dir, filepath.FromSlash(f)))
 	}
 	return files
 }

@@ -11,12 +11,21 @@ import (
 	"testing"
 
 	"golang.org/x/mod/modfile"
+	"sigs.k8s.io/yaml"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/memcached-operator/*.golden from the templates")
+var update = flag.Bool("update", false, "rewrite testdata/*/**.golden from the templates")
 
-// memcached are the flags of the golden project.
-var memcached = []string{"--module", "example.com/memcached-operator", "--group", "cache.example.com", "--version", "v1alpha1", "--kind", "Memcached"}
+// memcached are the flags of a golden project: the deployment template
+// with the webhooks.
+var memcached = []string{"--module", "example.com/memcached-operator", "--group", "cache.example.com", "--version", "v1alpha1", "--kind", "Memcached", "--template", "deployment", "--webhook"}
+
+// guestbook are the flags of the other golden project: the minimal
+// template, the default, without webhooks.
+var guestbook = []string{"--module", "example.com/guestbook-operator", "--group", "web.example.com", "--version", "v1", "--kind", "Guestbook"}
+
+// goldens are the golden projects under testdata, by directory.
+var goldens = map[string][]string{"memcached-operator": memcached, "guestbook-operator": guestbook}
 
 // ctrlkitNew runs `ctrlkit new args...` and returns its status, stdout and
 // stderr.
@@ -104,6 +113,9 @@ func TestNewRefusesBadInput(t *testing.T) {
 		{"kind too long", flagsWith("kind", "K"+strings.Repeat("a", 62)), "", []string{"is too long"}},
 		{"kind clashing", flagsWith("kind", "GroupVersion"), "", []string{"would clash with a name the API package declares"}},
 		{"kind clashing through a suffix", flagsWith("kind", "SchemeBuilder"), "", []string{"would clash"}},
+		{"unknown template", flagsWith("template", "memcached"), "", []string{`--template "memcached" is not a template: use minimal (a Ready condition, nothing else) or deployment (a Deployment per object)`}},
+		{"empty template", flagsWith("template", ""), "", []string{`--template "" is not a template`}},
+		{"webhook with a value", append(slices.Clone(memcached), "--webhook=maybe"), "", []string{`invalid boolean value "maybe" for -webhook`}},
 		{"dir not empty", memcached, notEmpty, []string{"is not empty (it holds keep.txt)"}},
 		{"dir is a file", memcached, aFile, []string{"exists and is not a directory"}},
 		{"no dir", memcached, "-", []string{"missing DIR"}},
@@ -150,35 +162,43 @@ func TestNewRefusesBadInput(t *testing.T) {
 	}
 }
 
-func TestNewWritesGoldenProject(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "nested", "memcached-operator") // parents are created
-	code, stdout, stderr := ctrlkitNew(append(slices.Clone(memcached), dir)...)
-	if code != 0 {
-		t.Fatalf("status %d; stderr:\n%s", code, stderr)
+func TestNewWritesGoldenProjects(t *testing.T) {
+	for name, flags := range goldens {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "nested", name) // parents are created
+			code, stdout, stderr := ctrlkitNew(append(slices.Clone(flags), dir)...)
+			if code != 0 {
+				t.Fatalf("status %d; stderr:\n%s", code, stderr)
+			}
+			// A test binary is built from a working tree: go.mod cannot name a
+			// ctrlkit release, and ctrlkit new says so.
+			if !strings.Contains(stderr, "--ctrlkit-replace") {
+				t.Errorf("stderr does not suggest --ctrlkit-replace:\n%s", stderr)
+			}
+			got := listFiles(t, dir)
+			for _, f := range got {
+				if !strings.Contains(stdout, "  "+f+"\n") {
+					t.Errorf("stdout does not list %s:\n%s", f, stdout)
+				}
+			}
+			if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o755 {
+				t.Errorf("DIR mode = %v (err=%v), want 0755", fi.Mode(), err)
+			}
+			checkGolden(t, dir, got, filepath.Join("testdata", name))
+		})
 	}
-	// A test binary is built from a working tree: go.mod cannot name a
-	// ctrlkit release, and ctrlkit new says so.
-	if !strings.Contains(stderr, "--ctrlkit-replace") {
-		t.Errorf("stderr does not suggest --ctrlkit-replace:\n%s", stderr)
-	}
-	got := listFiles(t, dir)
-	for _, f := range got {
-		if !strings.Contains(stdout, "  "+f+"\n") {
-			t.Errorf("stdout does not list %s:\n%s", f, stdout)
-		}
-	}
-	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o755 {
-		t.Errorf("DIR mode = %v (err=%v), want 0755", fi.Mode(), err)
-	}
+}
 
-	golden := filepath.Join("testdata", "memcached-operator")
+// checkGolden compares the files of dir with golden/*.golden, or rewrites
+// them with -update.
+func checkGolden(t *testing.T, dir string, files []string, golden string) {
+	t.Helper()
 	if *update {
 		if err := os.RemoveAll(golden); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var want []string
-	for _, f := range got {
+	for _, f := range files {
 		data, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			t.Fatal(err)
@@ -202,11 +222,12 @@ func TestNewWritesGoldenProject(t *testing.T) {
 			t.Errorf("%s differs from %s (run go test -update and review the diff)", f, g)
 		}
 	}
+	var want []string
 	for _, g := range listFiles(t, golden) {
 		want = append(want, strings.TrimSuffix(g, ".golden"))
 	}
-	if !*update && !slices.Equal(got, want) {
-		t.Errorf("files = %v\nwant %v", got, want)
+	if !*update && !slices.Equal(files, want) {
+		t.Errorf("files = %v\nwant %v", files, want)
 	}
 }
 
@@ -251,28 +272,32 @@ func TestNewReplace(t *testing.T) {
 }
 
 // TestNewVariants generates projects for other inputs and checks what
-// depends on them: paths, names, the plural and the order of the role's
-// rules (controller-gen's).
+// depends on them: paths, names, the plural, and the roles' names and the
+// order of their rules (controller-gen's, which TestNewProjectE2E checks
+// for two projects by running it).
 func TestNewVariants(t *testing.T) {
 	for _, tc := range []struct {
-		module, group, version, kind string
-		wantFiles                    []string
-		wantName                     string
-		wantFirstGroup               string
+		module, group, version, kind, template string
+		wantFiles                              []string
+		wantName                               string
+		wantGroups                             []string // of the ClusterRole's rules, in order
 	}{
-		{"example.com/proxy-operator/v2", "app.example.com", "v1", "Proxy",
+		{"example.com/proxy-operator/v2", "app.example.com", "v1", "Proxy", "deployment",
 			[]string{"api/v1/proxy_types.go", "config/crd/app.example.com_proxies.yaml", "internal/controller/proxy_controller.go", "test/e2e/proxy_test.go"},
-			"proxy-operator", "app.example.com"},
-		{"github.com/acme/bus", "zz.acme.io", "v2beta3", "Bus",
+			"proxy-operator", []string{"", "app.example.com", "app.example.com", "apps", "authentication.k8s.io", "authorization.k8s.io"}},
+		{"github.com/acme/bus", "zz.acme.io", "v2beta3", "Bus", "deployment",
 			[]string{"api/v2beta3/bus_types.go", "config/crd/zz.acme.io_buses.yaml"},
-			"bus", "apps"},
-		{"example.com/Gw.Operator", "apps.example.com", "v1alpha1", "GatewayClass",
+			"bus", []string{"", "apps", "authentication.k8s.io", "authorization.k8s.io", "zz.acme.io", "zz.acme.io"}},
+		{"example.com/Gw.Operator", "apps.example.com", "v1alpha1", "GatewayClass", "deployment",
 			[]string{"api/v1alpha1/gatewayclass_types.go", "config/crd/apps.example.com_gatewayclasses.yaml"},
-			"gw-operator", "apps"},
+			"gw-operator", []string{"", "apps", "apps.example.com", "apps.example.com", "authentication.k8s.io", "authorization.k8s.io"}},
+		{"example.com/a-operator", "a.example.com", "v1", "Apple", "minimal",
+			[]string{"api/v1/apple_types.go", "config/crd/a.example.com_apples.yaml"},
+			"a-operator", []string{"", "a.example.com", "a.example.com", "authentication.k8s.io", "authorization.k8s.io"}},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "op")
-			code, _, stderr := ctrlkitNew("--module", tc.module, "--group", tc.group, "--version", tc.version, "--kind", tc.kind, dir)
+			code, _, stderr := ctrlkitNew("--module", tc.module, "--group", tc.group, "--version", tc.version, "--kind", tc.kind, "--template", tc.template, dir)
 			if code != 0 {
 				t.Fatalf("status %d; stderr:\n%s", code, stderr)
 			}
@@ -282,18 +307,50 @@ func TestNewVariants(t *testing.T) {
 					t.Errorf("no %s in %v", f, files)
 				}
 			}
-			role, err := os.ReadFile(filepath.Join(dir, "config", "rbac", "role.yaml"))
-			if err != nil {
-				t.Fatal(err)
+			roles := readRoles(t, filepath.Join(dir, "config", "rbac", "role.yaml"))
+			if len(roles) != 2 {
+				t.Fatalf("role.yaml holds %d roles, want a ClusterRole and the leader election Role", len(roles))
 			}
-			if !strings.Contains(string(role), "name: "+tc.wantName+"\n") {
-				t.Errorf("role is not named %s:\n%s", tc.wantName, role)
+			if cr := roles[0]; cr.Kind != "ClusterRole" || cr.Metadata.Name != tc.wantName {
+				t.Errorf("first role is %s %s, want ClusterRole %s", cr.Kind, cr.Metadata.Name, tc.wantName)
 			}
-			if first := strings.SplitN(string(role), "apiGroups:\n  - ", 2)[1]; !strings.HasPrefix(first, tc.wantFirstGroup+"\n") {
-				t.Errorf("first rule is not for %s:\n%s", tc.wantFirstGroup, role)
+			var groups []string
+			for _, r := range roles[0].Rules {
+				groups = append(groups, r.APIGroups...)
+			}
+			if !slices.Equal(groups, tc.wantGroups) {
+				t.Errorf("ClusterRole rules are for groups %q, want %q", groups, tc.wantGroups)
+			}
+			if r := roles[1]; r.Kind != "Role" || r.Metadata.Name != tc.wantName+"-leader-election" || r.Metadata.Namespace != tc.wantName+"-system" {
+				t.Errorf("second role is %s %s/%s, want Role %s-system/%s-leader-election", r.Kind, r.Metadata.Namespace, r.Metadata.Name, tc.wantName, tc.wantName)
 			}
 		})
 	}
+}
+
+// rbacRole is what the tests read of a Role or ClusterRole.
+type rbacRole struct {
+	Kind     string
+	Metadata struct{ Name, Namespace string }
+	Rules    []struct {
+		APIGroups []string `json:"apiGroups"`
+		Resources []string
+		Verbs     []string
+	}
+}
+
+// readRoles reads the roles of a role.yaml.
+func readRoles(t *testing.T, file string) []rbacRole {
+	t.Helper()
+	var roles []rbacRole
+	for _, doc := range documents(mustRead(t, file)) {
+		var r rbacRole
+		if err := yaml.Unmarshal(doc, &r); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		roles = append(roles, r)
+	}
+	return roles
 }
 
 func TestPluralize(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"go/format"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -28,28 +30,60 @@ type file struct {
 }
 
 // layout maps each template to the path it renders to; paths are
-// templates too.
-var layout = []struct{ tmpl, path string }{
-	{"go.mod.tmpl", "go.mod"},
-	{"gitignore.tmpl", ".gitignore"},
-	{"Makefile.tmpl", "Makefile"},
-	{"README.md.tmpl", "README.md"},
-	{"main.go.tmpl", "main.go"},
-	{"api/groupversion_info.go.tmpl", "api/{{.Version}}/groupversion_info.go"},
-	{"api/types.go.tmpl", "api/{{.Version}}/{{.KindLower}}_types.go"},
-	{"api/zz_generated.deepcopy.go.tmpl", "api/{{.Version}}/zz_generated.deepcopy.go"},
-	{"controller/controller.go.tmpl", "internal/controller/{{.KindLower}}_controller.go"},
-	{"controller/controller_test.go.tmpl", "internal/controller/{{.KindLower}}_controller_test.go"},
-	{"e2e/e2e_test.go.tmpl", "test/e2e/{{.KindLower}}_test.go"},
-	{"config/crd.yaml.tmpl", "config/crd/{{.Group}}_{{.Plural}}.yaml"},
-	{"config/role.yaml.tmpl", "config/rbac/role.yaml"},
+// templates too. A template with a condition is rendered only for the
+// projects it holds for.
+var layout = []struct {
+	tmpl, path string
+	when       func(*project) bool
+}{
+	{"go.mod.tmpl", "go.mod", nil},
+	{"gitignore.tmpl", ".gitignore", nil},
+	{"dockerignore.tmpl", ".dockerignore", nil},
+	{"Dockerfile.tmpl", "Dockerfile", nil},
+	{"Makefile.tmpl", "Makefile", nil},
+	{"README.md.tmpl", "README.md", nil},
+	{"main.go.tmpl", "main.go", nil},
+	{"api/groupversion_info.go.tmpl", "api/{{.Version}}/groupversion_info.go", nil},
+	{"api/types.go.tmpl", "api/{{.Version}}/{{.KindLower}}_types.go", nil},
+	{"api/zz_generated.deepcopy.go.tmpl", "api/{{.Version}}/zz_generated.deepcopy.go", nil},
+	{"controller/controller.go.tmpl", "internal/controller/{{.KindLower}}_controller.go", nil},
+	{"controller/controller_test.go.tmpl", "internal/controller/{{.KindLower}}_controller_test.go", nil},
+	{"admission/webhook.go.tmpl", "internal/admission/{{.KindLower}}_webhook.go", withWebhook},
+	{"admission/webhook_test.go.tmpl", "internal/admission/{{.KindLower}}_webhook_test.go", withWebhook},
+	{"e2e/main_test.go.tmpl", "test/e2e/main_test.go", nil},
+	{"e2e/e2e_test.go.tmpl", "test/e2e/{{.KindLower}}_test.go", nil},
+	{"e2e/manifests_test.go.tmpl", "test/e2e/manifests_test.go", nil},
+	{"e2e/webhook_test.go.tmpl", "test/e2e/webhook_test.go", withWebhook},
+	{"config/crd.yaml.tmpl", "config/crd/{{.Group}}_{{.Plural}}.yaml", nil},
+	{"config/crd/kustomization.yaml.tmpl", "config/crd/kustomization.yaml", nil},
+	{"config/role.yaml.tmpl", "config/rbac/role.yaml", nil},
+	{"config/rbac/role_binding.yaml.tmpl", "config/rbac/role_binding.yaml", nil},
+	{"config/rbac/service_account.yaml.tmpl", "config/rbac/service_account.yaml", nil},
+	{"config/rbac/metrics_reader_role.yaml.tmpl", "config/rbac/metrics_reader_role.yaml", nil},
+	{"config/rbac/kustomization.yaml.tmpl", "config/rbac/kustomization.yaml", nil},
+	{"config/manager/manager.yaml.tmpl", "config/manager/manager.yaml", nil},
+	{"config/manager/metrics_service.yaml.tmpl", "config/manager/metrics_service.yaml", nil},
+	{"config/manager/kustomization.yaml.tmpl", "config/manager/kustomization.yaml", nil},
+	{"config/webhook/manifests.yaml.tmpl", "config/webhook/manifests.yaml", withWebhook},
+	{"config/webhook/service.yaml.tmpl", "config/webhook/service.yaml", withWebhook},
+	{"config/webhook/kustomization.yaml.tmpl", "config/webhook/kustomization.yaml", withWebhook},
+	{"config/default/kustomization.yaml.tmpl", "config/default/kustomization.yaml", nil},
 }
+
+func withWebhook(p *project) bool { return p.Webhook }
+
+// controllerGenWrites are the files `make generate` and `make manifests`
+// write, which ctrlkit new writes as controller-gen would.
+var controllerGenWrites = []string{"config/crd/{{.Group}}_{{.Plural}}.yaml", "config/rbac/role.yaml"}
 
 // render executes every template for p, in memory. Go files are gofmt'ed,
 // so templates need not align struct fields for every kind's length.
 func render(p *project) ([]file, error) {
 	out := make([]file, 0, len(layout))
 	for _, l := range layout {
+		if l.when != nil && !l.when(p) {
+			continue
+		}
 		src, err := templates.ReadFile("templates/" + l.tmpl)
 		if err != nil {
 			return nil, err
@@ -67,8 +101,12 @@ func render(p *project) ([]file, error) {
 			if data, err = format.Source(data); err != nil {
 				return nil, fmt.Errorf("template %s produced invalid Go: %w", l.tmpl, err)
 			}
-		case strings.HasSuffix(string(name), ".yaml"):
+		case slices.Contains(controllerGenWrites, l.path):
 			if data, err = asControllerGenWritesIt(data); err != nil {
+				return nil, fmt.Errorf("template %s produced invalid YAML: %w", l.tmpl, err)
+			}
+		case strings.HasSuffix(string(name), ".yaml"):
+			if err := checkYAML(data); err != nil {
 				return nil, fmt.Errorf("template %s produced invalid YAML: %w", l.tmpl, err)
 			}
 		}
@@ -77,20 +115,50 @@ func render(p *project) ([]file, error) {
 	return out, nil
 }
 
+// separator is the line between two documents of a YAML stream.
+var separator = regexp.MustCompile(`(?m)^---[ \t]*$`)
+
+// documents splits a YAML stream at its "---" lines; empty documents are
+// dropped.
+func documents(data []byte) [][]byte {
+	var docs [][]byte
+	for _, d := range separator.Split(string(data), -1) {
+		if strings.TrimSpace(d) != "" {
+			docs = append(docs, []byte(d))
+		}
+	}
+	return docs
+}
+
+// checkYAML checks that every document of a hand-written manifest parses
+// (comments and layout are kept as the template has them).
+func checkYAML(data []byte) error {
+	for _, d := range documents(data) {
+		if _, err := yaml.YAMLToJSON(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // asControllerGenWritesIt re-encodes a YAML manifest the way controller-gen
-// writes one (a "---" line, then sigs.k8s.io/yaml's encoding of the
-// object's JSON: sorted keys, long strings folded), so the templates may
+// writes one (for each object a "---" line, then sigs.k8s.io/yaml's
+// encoding of its JSON: sorted keys, long strings folded), so the templates may
 // be written for people and `make generate` still changes nothing.
 func asControllerGenWritesIt(data []byte) ([]byte, error) {
-	j, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		return nil, err
+	var out []byte
+	for _, d := range documents(data) {
+		j, err := yaml.YAMLToJSON(d)
+		if err != nil {
+			return nil, err
+		}
+		y, err := yaml.JSONToYAML(j)
+		if err != nil {
+			return nil, err
+		}
+		out = append(append(out, "---\n"...), y...)
 	}
-	y, err := yaml.JSONToYAML(j)
-	if err != nil {
-		return nil, err
-	}
-	return append([]byte("---\n"), y...), nil
+	return out, nil
 }
 
 func execute(name, text string, p *project) ([]byte, error) {

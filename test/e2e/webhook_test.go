@@ -307,7 +307,8 @@ func newServingCert(t *testing.T) (caPEM []byte, serving *tls.Certificate) {
 }
 
 // installGizmoCRD creates the Gizmo CRD with its conversion webhook at url
-// and waits until both versions are served. A cleanup deletes it.
+// and waits until both versions are served. A cleanup deletes it and waits
+// until it is gone.
 func installGizmoCRD(t *testing.T, url string, caPEM []byte) {
 	t.Helper()
 	raw, err := os.ReadFile("testdata/webhook/gizmos.yaml")
@@ -333,6 +334,11 @@ func installGizmoCRD(t *testing.T, url string, caPEM []byte) {
 		if err := dyn.Resource(crdGVR).Delete(context.Background(), u.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			t.Logf("deleting CRD %s: %v", u.GetName(), err)
 		}
+		// Gone before the next test (or -count) installs it again.
+		eventually(t, waitTimeout, func() bool {
+			_, err := dyn.Resource(crdGVR).Get(context.Background(), u.GetName(), metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}, "CRD %s to be deleted", u.GetName())
 	})
 	for _, gv := range []schema.GroupVersion{hooksV1, hooksV1alpha1} {
 		eventually(t, waitTimeout, func() bool {

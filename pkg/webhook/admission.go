@@ -233,6 +233,7 @@ func (a *Admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (a *Admission) call(ctx context.Context, log logr.Logger, req *admissionv1.AdmissionRequest) (resp *admissionv1.AdmissionResponse) {
 	defer func() {
 		if p := recover(); p != nil {
+			countPanic(ctx, false)
 			log.Error(fmt.Errorf("panic: %v", p), "Admission webhook panicked", "stack", string(debug.Stack()))
 			resp = errored(http.StatusInternalServerError, errors.New("internal error: the webhook panicked"))
 		}

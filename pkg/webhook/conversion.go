@@ -210,6 +210,7 @@ func (c *Conversion) convert(ctx context.Context, raw []byte, to schema.GroupVer
 	dst := c.newObject(to)
 	defer func() {
 		if p := recover(); p != nil {
+			countPanic(ctx, true)
 			logr.FromContextOrDiscard(ctx).Error(fmt.Errorf("panic: %v", p), "Conversion panicked", "from", from.Version, "to", to.Version, "stack", string(debug.Stack()))
 			err = fmt.Errorf("conversion panicked: %v", p)
 		}

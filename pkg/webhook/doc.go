@@ -59,7 +59,9 @@
 // controller_runtime_webhook_requests_total{webhook,code},
 // controller_runtime_webhook_latency_seconds{webhook} and
 // controller_runtime_webhook_requests_in_flight{webhook}, webhook being the
-// path.
+// path, and controller_runtime_webhook_panics_total and
+// controller_runtime_conversion_webhook_panics_total, the panics its
+// admission and conversion handlers recovered from.
 //
 // Goroutines: Server.Start runs the HTTP server, which serves each
 // connection on a goroutine of its own; the handlers run there. Start

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -14,6 +15,8 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 	requests *prometheus.CounterVec
 	inFlight *prometheus.GaugeVec
+	// panics count the panics Admission and Conversion recover from.
+	panics, conversionPanics prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -34,11 +37,40 @@ func newMetrics() *metrics {
 			Name: "controller_runtime_webhook_requests_in_flight",
 			Help: "Current number of admission requests being served.",
 		}, []string{"webhook"}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "controller_runtime_webhook_panics_total",
+			Help: "Total number of webhook panics",
+		}),
+		conversionPanics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "controller_runtime_conversion_webhook_panics_total",
+			Help: "Total number of conversion webhook panics",
+		}),
 	}
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.latency, m.requests, m.inFlight}
+	return []prometheus.Collector{m.latency, m.requests, m.inFlight, m.panics, m.conversionPanics}
+}
+
+type metricsKey struct{}
+
+// withMetrics gives the handlers under ctx the server's metrics, for their
+// panic counters.
+func withMetrics(ctx context.Context, m *metrics) context.Context {
+	return context.WithValue(ctx, metricsKey{}, m)
+}
+
+// countPanic counts a recovered panic on the metrics of the server
+// serving ctx's request, if any: a handler may also be served on its own.
+func countPanic(ctx context.Context, conversion bool) {
+	m, ok := ctx.Value(metricsKey{}).(*metrics)
+	switch {
+	case !ok:
+	case conversion:
+		m.conversionPanics.Inc()
+	default:
+		m.panics.Inc()
+	}
 }
 
 // instrument counts h's requests under webhook=path. The series of the

@@ -41,8 +41,8 @@ type Options struct {
 	// CVE-2023-44487), and the API server calls webhooks over HTTP/1.1
 	// just as well.
 	HTTP2 bool
-	// Registry receives the controller_runtime_webhook_* metrics. Nil
-	// means they are not registered.
+	// Registry receives the metrics (see the package doc). Nil means they
+	// are not registered.
 	Registry prometheus.Registerer
 	// Logger receives the server's logs and is given to the handlers in
 	// their request's context (logr.FromContextOrDiscard), with the key
@@ -124,7 +124,7 @@ func (s *Server) Register(path string, h http.Handler) error {
 	log := s.log.WithValues("webhook", path)
 	inner := s.metrics.instrument(path, h)
 	s.handlers[path] = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		inner.ServeHTTP(w, r.WithContext(logr.NewContext(r.Context(), log)))
+		inner.ServeHTTP(w, r.WithContext(withMetrics(logr.NewContext(r.Context(), log), s.metrics)))
 	})
 	return nil
 }

@@ -1,6 +1,7 @@
 package webhook_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -23,6 +24,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/ctrlkit/ctrlkit/pkg/webhook"
 )
@@ -460,5 +462,47 @@ func TestServerListenError(t *testing.T) {
 	err = s.Start(t.Context())
 	if want := fmt.Sprintf("webhook: listening on %q: ", ln.Addr()); err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("Start on a busy port = %v, want an error starting %q", err, want)
+	}
+}
+
+// TestServerCountsPanics checks the panic counters of admission and
+// conversion handlers served by a Server.
+func TestServerCountsPanics(t *testing.T) {
+	certs := newTestCerts(t)
+	reg := prometheus.NewRegistry()
+	s, _ := startServer(t, webhook.Options{GetCertificate: certs.get, Registry: reg})
+	for _, name := range []string{"controller_runtime_webhook_panics_total", "controller_runtime_conversion_webhook_panics_total"} {
+		if v, ok := metricValue(t, reg, name, ""); !ok || v != 0 {
+			t.Errorf("%s before any request = %v (found %v), want 0", name, v, ok)
+		}
+	}
+	validate, err := webhook.NewValidating[*Gadget](newScheme(), &validator{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Register("/validate", validate); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Register("/convert", newConversion(t)); err != nil {
+		t.Fatal(err)
+	}
+	c := certs.client(t, nil)
+	for path, body := range map[string][]byte{
+		"/validate": review(admissionv1.Create, gadgetJSON(groupV1, "g", `{"color":"panic"}`), ""),
+		"/convert":  conversionBody(groupV1, gadgetJSON(groupV1alpha1, "g", `{"colour":"panic"}`)),
+	} {
+		resp, err := c.Post("https://"+s.Addr().String()+path, "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("POST %s = %d, want 200 with the failure in the review", path, resp.StatusCode)
+		}
+	}
+	for _, name := range []string{"controller_runtime_webhook_panics_total", "controller_runtime_conversion_webhook_panics_total"} {
+		if v, _ := metricValue(t, reg, name, ""); v != 1 {
+			t.Errorf("%s = %v, want 1", name, v)
+		}
 	}
 }

@@ -122,6 +122,13 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	// renewing and releasing the lease is not leader-only work.
 	leaseCfg := rest.CopyConfig(cfg)
 	cfg.Wrap(leader.FenceTransport)
+	// With Options.Sharding, the sharded informers' lists and watches are
+	// narrowed to this replica's share on their way out (sharding_filter.go).
+	var filter *shardFilter
+	if opts.Sharding != nil {
+		filter = &shardFilter{}
+		cfg.Wrap(filter.wrap)
+	}
 	// One request budget for the clientset, the dynamic client and the
 	// client (the Lease's client, copied above, keeps its own).
 	internalkube.ShareRateLimiter(cfg)
@@ -148,6 +155,9 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	m, err := newWithClients(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: mapper, Config: cfg}, opts, newElector)
 	if err != nil {
 		return nil, err
+	}
+	if m.shard != nil {
+		m.shard.filter = filter
 	}
 	m.client, err = client.New(cfg, client.Options{
 		Scheme:         opts.Informers.Scheme,

@@ -61,6 +61,12 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 		defer func() { err = errors.Join(err, stop()) }()
 	}
 
+	// Before the informers start: the sharding mode decides what the
+	// sharded ones list.
+	if err := m.startSharding(ctx); err != nil {
+		return err
+	}
+
 	// The informers outlive Run's ctx: Reconciles still in flight when it
 	// ends read from them and wait for their writes to show in them, so
 	// the cache stops only once the controllers have (this defer runs

@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
@@ -32,8 +31,10 @@ import (
 // ShardingOptions split the objects of chosen controllers among the
 // replicas that run the same manager: each replica reconciles, and
 // caches, only its share, and a key moves from one replica to another
-// only after the first stopped reconciling it. The protocol is in
-// docs/sharding.md.
+// only after the first stopped reconciling it. Each replica's informers
+// of the sharded types are narrowed to its share, either by a label the
+// replicas maintain or by the API server's hash ranges (Mode). The
+// protocols are in docs/sharding.md.
 type ShardingOptions struct {
 	// Ring names the replicas that share the objects. Empty means
 	// Options.Name.
@@ -56,9 +57,20 @@ type ShardingOptions struct {
 	// Children are example objects of the types the sharded controllers
 	// own, such as &appsv1.Deployment{}: each lives with its controlling
 	// owner. Their informers, like the primaries', cache only this
-	// replica's share: every controller of the manager that reads them
-	// sees only that share.
+	// replica's share: every informer of these resources in the manager's
+	// cache, and so every controller of the manager that reads them, sees
+	// only that share.
 	Children []runtime.Object
+	// Mode is how the replicas' informers are narrowed to their shares
+	// and keys move: ShardingAuto (the zero value), ShardingLabels or
+	// ShardingServer. The ring's first replica decides for the ring (see
+	// Manager.Run's log line "Sharding mode").
+	Mode ShardingMode
+	// ServerKey is what the API server hashes in the server-side mode:
+	// shard.KeyUID (empty means it), which spreads objects evenly but
+	// cannot keep Children with their owner, or shard.KeyNamespace, which
+	// puts each namespace on one replica.
+	ServerKey shard.Key
 	// LeaseDuration, RenewDeadline and RetryPeriod time the Leases, as in
 	// leader.Options; zero means its defaults.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
@@ -71,8 +83,19 @@ type sharding struct {
 	member  string
 	md      metadata.Interface
 	members *leader.Elector // this replica's member Lease
-	sharder *leader.Elector // the ring's sharder Lease
+	sharder *leader.Elector // the ring's sharder Lease (the coordinator's, in the server-side mode)
 	metrics *shardMetrics
+	filter  *shardFilter // on the rest config's transport; nil without one (fake clients)
+
+	// Set by start, before the informers and controllers start, and not
+	// changed after.
+	mode          string // shard.ModeLabels or shard.ModeServer
+	key           shard.Key
+	resources     []shard.Resource
+	clusterScoped bool // a sharded resource is
+	// view is this member's reading of the ring's epochs, in the
+	// server-side mode: what Owns permits.
+	view atomic.Pointer[shard.View]
 }
 
 // newMember returns identity (the hostname when empty) with a random
@@ -91,8 +114,10 @@ func newMember(identity string) string {
 }
 
 // setUpSharding validates opts.Sharding, names this replica's member and
-// narrows the informers of the sharded types to its share. It changes
-// opts.Informers.ByType (a copy). Called by New before the cache exists.
+// marks the informers' requests for the shard filter, which narrows those
+// of the sharded types to its share once start has chosen the mode. It
+// changes opts.Informers.TweakListOptions. Called by New before the cache
+// exists.
 func setUpSharding(opts *Options) (*sharding, error) {
 	so := opts.Sharding
 	if so == nil {
@@ -104,32 +129,25 @@ func setUpSharding(opts *Options) (*sharding, error) {
 	case len(so.Primary) == 0:
 		return nil, errors.New("manager: Options.Sharding.Primary is empty: give an example object of each sharded controller's primary type, e.g. &v1alpha1.Website{}")
 	}
-	s := &sharding{opts: *so, ring: cmp.Or(so.Ring, opts.Name, DefaultName), member: newMember(so.Identity)}
-	byType := maps.Clone(opts.Informers.ByType)
-	if byType == nil {
-		byType = make(map[runtime.Object]informer.TypeOptions)
+	if err := so.validateMode(); err != nil {
+		return nil, err
 	}
-	selector := shard.ShardLabel(s.ring) + "=" + s.member
 	for _, obj := range slices.Concat(so.Primary, so.Children) {
 		if _, ok := obj.(metav1.Object); !ok {
 			return nil, fmt.Errorf("manager: Options.Sharding: %T is not an API object: give example objects such as &appsv1.Deployment{}", obj)
 		}
-		// ByType is keyed by example object: find the entry of this type.
-		key := runtime.Object(obj)
-		for k := range byType {
-			if reflect.TypeOf(k) == reflect.TypeOf(obj) {
-				key = k
-			}
-		}
-		to := byType[key]
-		if to.LabelSelector != "" {
-			to.LabelSelector += ","
-		}
-		to.LabelSelector += selector
-		byType[key] = to
 	}
-	opts.Informers.ByType = byType
-	return s, nil
+	opts.Informers.TweakListOptions = markInformers(opts.Informers.TweakListOptions)
+	return &sharding{opts: *so, ring: cmp.Or(so.Ring, opts.Name, DefaultName), member: newMember(so.Identity)}, nil
+}
+
+// startSharding resolves the sharding mode and sets the shard filter up;
+// Run calls it before the informers start.
+func (m *Manager) startSharding(ctx context.Context) error {
+	if m.shard == nil {
+		return nil
+	}
+	return m.shard.start(ctx, m)
 }
 
 // electors builds the member and sharder Electors.
@@ -161,9 +179,10 @@ func (m *Manager) Member() string {
 // ShardLabels are the labels an object created by a sharded controller
 // should carry so that it lands in this replica's cache at once, rather
 // than after the sharder has labelled it for its owner's member; nil
-// without Options.Sharding.
+// without Options.Sharding, and in the server-side mode, where an object
+// lands by its hash.
 func (m *Manager) ShardLabels() map[string]string {
-	if m.shard == nil {
+	if m.shard == nil || m.shard.mode == shard.ModeServer {
 		return nil
 	}
 	return map[string]string{shard.ShardLabel(m.shard.ring): m.shard.member}
@@ -195,13 +214,19 @@ func primaryOf(name string, watches []Watch) (informer.Source, error) {
 }
 
 // owns is a sharded controller's reconcile.Options.Owns: the key's primary
-// object is in this replica's cache, labelled for it, and not draining.
+// object is in this replica's cache and, in the label mode, labelled for
+// it and not draining; in the server-side mode, its hash is permitted by
+// this member's view of the epochs.
 func (s *sharding) owns(primary informer.Source) func(reconcile.Request) bool {
 	shardLabel, drainLabel := shard.ShardLabel(s.ring), shard.DrainLabel(s.ring)
 	return func(req reconcile.Request) bool {
 		obj, ok := primary.Cached(req.Namespace, req.Name)
 		if !ok {
 			return false
+		}
+		if s.mode == shard.ModeServer {
+			v := s.view.Load()
+			return v != nil && v.Permits(s.member, shard.ServerHash(s.key.Of(obj)))
 		}
 		l := obj.GetLabels()
 		return l[shardLabel] == s.member && l[drainLabel] == ""
@@ -311,17 +336,24 @@ func (d *drainer) handOver(ctx context.Context, req reconcile.Request) (bool, er
 // replica holds its member Lease.
 func (m *Manager) memberTerm(ctx context.Context) error {
 	err := m.shard.members.Run(ctx, func(leadCtx context.Context) error {
-		m.log.Info("Joined the sharding ring", "ring", m.shard.ring, "member", m.shard.member)
+		m.log.Info("Joined the sharding ring", "ring", m.shard.ring, "member", m.shard.member, "mode", m.shard.mode)
 		m.mu.Lock()
 		var members []member
+		var sharded []*controller
 		for _, c := range m.controllers {
 			if c.drainer != nil {
 				c.runs.Add(1)
-				members = append(members, member{name: "controller " + c.ctrl.Name(), start: c.start, bounded: true},
-					member{name: "drainer of " + c.ctrl.Name(), start: c.drainer.run})
+				sharded = append(sharded, c)
+				members = append(members, member{name: "controller " + c.ctrl.Name(), start: c.start, bounded: true})
+				if m.shard.mode == shard.ModeLabels {
+					members = append(members, member{name: "drainer of " + c.ctrl.Name(), start: c.drainer.run})
+				}
 			}
 		}
 		m.mu.Unlock()
+		if m.shard.mode == shard.ModeServer {
+			members = append(members, member{name: "ring epochs", start: newFollower(m.shard, m, sharded).run})
+		}
 		ctx, cancel := context.WithCancelCause(context.WithoutCancel(leadCtx))
 		defer cancel(nil)
 		stop := context.AfterFunc(leadCtx, func() {
@@ -340,35 +372,30 @@ func (m *Manager) memberTerm(ctx context.Context) error {
 	return nil
 }
 
-// sharderTerm runs the ring's Sharder while this replica holds the
-// sharder Lease, and campaigns again after a loss.
+// sharderTerm runs the ring's Sharder (label mode) or Coordinator
+// (server-side mode) while this replica holds the sharder Lease, and
+// campaigns again after a loss.
 func (m *Manager) sharderTerm(ctx context.Context) error {
-	scheme := m.opts.Informers.Scheme
-	if scheme == nil {
-		scheme = kubescheme.Scheme
-	}
-	var resources []shard.Resource
-	for i, obj := range slices.Concat(m.shard.opts.Primary, m.shard.opts.Children) {
-		gvks, _, err := scheme.ObjectKinds(obj)
-		if err != nil {
-			return fmt.Errorf("manager: Options.Sharding: %T is not in the scheme: %w", obj, err)
-		}
-		mapping, err := m.mapper.RESTMapping(gvks[0].GroupKind(), gvks[0].Version)
-		if err != nil {
-			return fmt.Errorf("manager: Options.Sharding: the resource of %s: %w", gvks[0], err)
-		}
-		resources = append(resources, shard.Resource{Resource: mapping.Resource, Kind: gvks[0].GroupKind(), Primary: i < len(m.shard.opts.Primary)})
-	}
+	s := m.shard
 	for ctx.Err() == nil {
-		err := m.shard.sharder.Run(ctx, func(leadCtx context.Context) error {
-			s, err := shard.NewSharder(shard.SharderOptions{Ring: m.shard.ring, Namespace: m.shard.sharder.Options().Namespace,
-				Kube: m.kube, Metadata: m.shard.md, Resources: resources, Interval: m.shard.sharder.Options().RetryPeriod, Logger: m.log,
-				Observe: m.shard.metrics})
+		err := s.sharder.Run(ctx, func(leadCtx context.Context) error {
+			if s.mode == shard.ModeServer {
+				c, err := shard.NewCoordinator(shard.CoordinatorOptions{Ring: s.ring, Namespace: s.sharder.Options().Namespace,
+					Kube: m.kube, Interval: s.sharder.Options().RetryPeriod, Logger: m.log, Observe: s.metrics})
+				if err != nil {
+					return err
+				}
+				m.log.Info("Running the ring's coordinator", "ring", s.ring, "member", s.member)
+				return c.Start(leadCtx)
+			}
+			sh, err := shard.NewSharder(shard.SharderOptions{Ring: s.ring, Namespace: s.sharder.Options().Namespace,
+				Kube: m.kube, Metadata: s.md, Resources: s.resources, Interval: s.sharder.Options().RetryPeriod, Logger: m.log,
+				Observe: s.metrics})
 			if err != nil {
 				return err
 			}
-			m.log.Info("Running the sharder", "ring", m.shard.ring, "member", m.shard.member)
-			return s.Start(leadCtx)
+			m.log.Info("Running the sharder", "ring", s.ring, "member", s.member)
+			return sh.Start(leadCtx)
 		})
 		if err != nil && !errors.Is(err, leader.ErrLeaseLost) {
 			return fmt.Errorf("manager: sharder: %w", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
+	"github.com/ctrlkit/ctrlkit/pkg/shard"
 )
 
 func shardedManager(t *testing.T, so *manager.ShardingOptions) (*manager.Manager, error) {
@@ -31,6 +32,7 @@ func shardedManager(t *testing.T, so *manager.ShardingOptions) (*manager.Manager
 // TestShardingOptions: invalid sharding options and sharded controllers
 // that break its rules fail at construction, naming what to fix.
 func TestShardingOptions(t *testing.T) {
+	cm := []runtime.Object{&corev1.ConfigMap{}}
 	for _, tc := range []struct {
 		name string
 		so   manager.ShardingOptions
@@ -39,6 +41,12 @@ func TestShardingOptions(t *testing.T) {
 		{"no controllers", manager.ShardingOptions{Namespace: "ns", Primary: []runtime.Object{&corev1.ConfigMap{}}}, "Sharding.Controllers is empty"},
 		{"no primary", manager.ShardingOptions{Namespace: "ns", Controllers: []string{"c"}}, "Sharding.Primary is empty"},
 		{"not an object", manager.ShardingOptions{Namespace: "ns", Controllers: []string{"c"}, Primary: []runtime.Object{&corev1.ConfigMapList{}}}, "is not an API object"},
+		{"unknown mode", manager.ShardingOptions{Namespace: "ns", Controllers: []string{"c"}, Primary: cm, Mode: "Hash"}, `Sharding.Mode is "Hash"`},
+		{"unknown key", manager.ShardingOptions{Namespace: "ns", Controllers: []string{"c"}, Primary: cm, ServerKey: "name"}, `ServerKey is "name"`},
+		{"a key with labels", manager.ShardingOptions{Namespace: "ns", Controllers: []string{"c"}, Primary: cm, Mode: manager.ShardingLabels, ServerKey: shard.KeyNamespace},
+			"ServerKey is set with Mode ShardingLabels"},
+		{"children hashed by uid", manager.ShardingOptions{Namespace: "ns", Controllers: []string{"c"}, Primary: cm, Children: []runtime.Object{&corev1.Secret{}}, Mode: manager.ShardingServer},
+			"needs ServerKey shard.KeyNamespace"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := shardedManager(t, &tc.so); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -47,6 +55,10 @@ func TestShardingOptions(t *testing.T) {
 		})
 	}
 
+	if _, err := shardedManager(t, &manager.ShardingOptions{Namespace: "ns", Controllers: []string{"c"}, Primary: cm, Children: []runtime.Object{&corev1.Secret{}},
+		Mode: manager.ShardingServer, ServerKey: shard.KeyNamespace}); err != nil {
+		t.Errorf("children hashed by namespace: %v", err)
+	}
 	m, err := shardedManager(t, &manager.ShardingOptions{Namespace: "ns", Identity: "Replica-A", Controllers: []string{"cms"}, Primary: []runtime.Object{&corev1.ConfigMap{}}})
 	if err != nil {
 		t.Fatal(err)

@@ -8,14 +8,18 @@ import (
 
 // shardMetrics are the sharding families of a manager with
 // Options.Sharding, registered on its registry:
-//   - ctrlkit_shard_members{ring}: the live members, as the sharder sees
-//     them; set on the replica that runs the sharder.
+//   - ctrlkit_shard_members{ring}: the live members, as the sharder (or,
+//     in the server-side mode, the coordinator) sees them; set on the
+//     replica that runs it.
 //   - ctrlkit_shard_labels_total{ring,action}: the labels the sharder
 //     wrote: assign (an object given to a member) or drain (a live owner
 //     asked to hand one over).
 //   - ctrlkit_shard_handovers_total{ring,controller}: the keys this
 //     replica handed over, and ctrlkit_shard_handover_seconds their time
-//     from the drain label seen to the acknowledgement.
+//     from the drain label (label mode) or the new target epoch
+//     (server-side mode) seen to the key's last Reconcile returned.
+//   - ctrlkit_shard_epoch{ring}: the committed ring epoch this replica
+//     follows, in the server-side mode.
 //   - ctrlkit_shard_keys{ring,controller}: the keys this replica owns,
 //     counted from its primary informer at scrape time.
 type shardMetrics struct {
@@ -24,6 +28,7 @@ type shardMetrics struct {
 	labels          *prometheus.CounterVec
 	handovers       *prometheus.CounterVec
 	handoverSeconds *prometheus.HistogramVec
+	epoch           prometheus.Gauge
 	keys            *prometheus.Desc
 	m               *Manager
 }
@@ -38,10 +43,12 @@ func newShardMetrics(m *Manager, ring string) *shardMetrics {
 		labels: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ctrlkit_shard_labels_total", ConstLabels: constLabels,
 			Help: "Labels the sharder wrote: assign gives an object to a member, drain asks its live owner to hand it over."}, []string{"action"}),
 		handovers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ctrlkit_shard_handovers_total", ConstLabels: constLabels,
-			Help: "Keys this replica handed over after the sharder drained them."}, []string{"controller"}),
+			Help: "Keys this replica handed over: drained by the sharder (label mode), or in ranges a new ring epoch gives another member (server-side mode)."}, []string{"controller"}),
 		handoverSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ctrlkit_shard_handover_seconds", ConstLabels: constLabels,
-			Help:    "Time from this replica seeing a key's drain label to its acknowledgement (its last Reconcile of the key included).",
+			Help:    "Time from this replica seeing a key's drain label, or the ring epoch that takes it away, to its handover (its last Reconcile of the key included).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"controller"}),
+		epoch: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctrlkit_shard_epoch", ConstLabels: constLabels,
+			Help: "The committed ring epoch this replica follows (server-side mode)."}),
 		keys: prometheus.NewDesc("ctrlkit_shard_keys", "Keys this replica owns: the objects of the sharded controller's primary informer, at scrape time.",
 			[]string{"controller"}, constLabels),
 	}
@@ -52,6 +59,7 @@ func (s *shardMetrics) Describe(ch chan<- *prometheus.Desc) {
 	s.labels.Describe(ch)
 	s.handovers.Describe(ch)
 	s.handoverSeconds.Describe(ch)
+	s.epoch.Describe(ch)
 	ch <- s.keys
 }
 
@@ -60,6 +68,7 @@ func (s *shardMetrics) Collect(ch chan<- prometheus.Metric) {
 	s.labels.Collect(ch)
 	s.handovers.Collect(ch)
 	s.handoverSeconds.Collect(ch)
+	s.epoch.Collect(ch)
 	s.m.mu.Lock()
 	var ctrls []*controller
 	for _, c := range s.m.controllers {

@@ -63,7 +63,12 @@ func parseKeyPair(certPEM, keyPEM []byte) (*keyPair, error) {
 	if !ok {
 		return nil, fmt.Errorf("private key of type %T cannot sign", tc.PrivateKey)
 	}
-	return &keyPair{cert: tc.Leaf, key: signer, certPEM: certPEM, keyPEM: keyPEM}, nil
+	if tc.Leaf == nil { // only with GODEBUG=x509keypairleaf=0
+		if tc.Leaf, err = x509.ParseCertificate(tc.Certificate[0]); err != nil {
+			return nil, err
+		}
+	}
+	return &keyPair{cert: tc.Leaf, key: signer, certPEM: certPEM, keyPEM: keyPEM, tls: &tc}, nil
 }
 
 // parseCerts parses every CERTIFICATE block of a PEM bundle.

@@ -131,5 +131,9 @@ func (f *Files) reload(log logr.Logger) {
 	}
 	f.certPEM, f.keyPEM, f.rejected = certPEM, keyPEM, ""
 	f.current.Store(&tc)
-	log.Info("reloaded the certificate", "notAfter", tc.Leaf.NotAfter)
+	if tc.Leaf != nil { // nil only with GODEBUG=x509keypairleaf=0
+		log.Info("reloaded the certificate", "notAfter", tc.Leaf.NotAfter)
+	} else {
+		log.Info("reloaded the certificate")
+	}
 }

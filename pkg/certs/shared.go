@@ -223,7 +223,7 @@ func (s *Shared) Start(ctx context.Context) error {
 	informer := s.secretInformer(log, poke)
 	wg.Go(func() { informer.RunWithContext(ctx) })
 
-	for {
+	for ctx.Err() == nil {
 		wait := s.sync(ctx, log)
 		if wait == 0 {
 			continue
@@ -238,6 +238,7 @@ func (s *Shared) Start(ctx context.Context) error {
 		}
 		t.Stop()
 	}
+	return nil
 }
 
 // secretInformer returns an informer on the Secret alone whose every event

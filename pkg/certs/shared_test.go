@@ -96,7 +96,7 @@ func TestSharedReplacesUnusable(t *testing.T) {
 	if s.Type != corev1.SecretTypeOpaque {
 		t.Errorf("the Secret's type changed to %q; it is immutable and must be kept", s.Type)
 	}
-	if lines.count("holds no usable certificates") != 1 {
+	if lines.count("replaced the Secret's unusable certificates (tls.crt or tls.key is missing)") != 1 {
 		t.Errorf("replacing the placeholder was not logged")
 	}
 	firstCA := leaf(t, s.Data["signer.crt"])

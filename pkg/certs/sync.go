@@ -36,10 +36,9 @@ func (s *Shared) sync(ctx context.Context, log logr.Logger) time.Duration {
 		return s.fail(ctx, log, "secret", fmt.Errorf("certs: reading the Secret %s/%s: %w", s.opts.Namespace, s.opts.SecretName, err))
 	}
 	var st *state
+	var unusable error // the Secret exists but its certificates cannot be used
 	if err == nil {
-		if st, err = decodeState(secret.Data); err != nil {
-			log.Info("the Secret holds no usable certificates; replacing them", "err", err)
-		}
+		st, unusable = decodeState(secret.Data)
 	} else {
 		secret = nil
 	}
@@ -66,6 +65,9 @@ func (s *Shared) sync(ctx context.Context, log logr.Logger) time.Duration {
 				return 0
 			}
 			return s.fail(ctx, log, "secret", err)
+		}
+		if unusable != nil {
+			changes = append([]string{fmt.Sprintf("replaced the Secret's unusable certificates (%v)", unusable)}, changes...)
 		}
 		log.Info("updated the certificates in the Secret", "changes", strings.Join(changes, "; "),
 			"servingNotAfter", want.serving.cert.NotAfter, "caNotAfter", want.signer.cert.NotAfter)

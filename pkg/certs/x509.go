@@ -21,6 +21,7 @@ type keyPair struct {
 	key     crypto.Signer
 	certPEM []byte
 	keyPEM  []byte
+	tls     *tls.Certificate // the same, for a TLS handshake
 }
 
 // hosts are the names a serving certificate is valid for.
@@ -106,10 +107,10 @@ func sign(tmpl *x509.Certificate, parent *keyPair) (*keyPair, error) {
 		key:     key,
 		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+		tls:     &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert},
 	}, nil
 }
 
 // tlsCertificate returns k as a tls.Certificate whose chain is k alone.
-func (k *keyPair) tlsCertificate() *tls.Certificate {
-	return &tls.Certificate{Certificate: [][]byte{k.cert.Raw}, PrivateKey: k.key, Leaf: k.cert}
-}
+// It is shared: callers must not modify it.
+func (k *keyPair) tlsCertificate() *tls.Certificate { return k.tls }

@@ -73,7 +73,8 @@ func TestSharedFirstWriterWins(t *testing.T) {
 }
 
 // A Secret that exists without usable certificates (a placeholder from the
-// manifests) is filled in, keeping its type; an expired CA is replaced.
+// manifests) is filled in, keeping its type, with a serving certificate
+// that does not outlive its CA; an expired CA is replaced.
 func TestSharedReplacesUnusable(t *testing.T) {
 	placeholder := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: secretName},
@@ -86,7 +87,7 @@ func TestSharedReplacesUnusable(t *testing.T) {
 	opts := certs.SharedOptions{
 		Clock: clk, Logger: log,
 		CA:      certs.Lifetime{Validity: 2 * time.Hour},
-		Serving: certs.Lifetime{Validity: time.Hour},
+		Serving: certs.Lifetime{Validity: 3 * time.Hour}, // cut short to the CA's 2h
 	}
 	a := newShared(t, c, nil, opts)
 	stop := runStart(t, a.Start)
@@ -100,6 +101,9 @@ func TestSharedReplacesUnusable(t *testing.T) {
 		t.Errorf("replacing the placeholder was not logged")
 	}
 	firstCA := leaf(t, s.Data["signer.crt"])
+	if got := leaf(t, s.Data["tls.crt"]).NotAfter; !got.Equal(firstCA.NotAfter) {
+		t.Errorf("the serving certificate expires at %v, want the CA's expiry %v (it may not outlive its CA)", got, firstCA.NotAfter)
+	}
 
 	// The operator was down for longer than the CA's life.
 	clk.Step(3 * time.Hour)

@@ -107,7 +107,7 @@ func (s *Shared) sync(ctx context.Context, log logr.Logger) time.Duration {
 		}
 	}
 	if st.next != nil && s.nextSeen == nil && allHave(obs, st.next.cert) {
-		s.nextSeen, s.nextSince = st.next.cert, now // published by this round
+		s.nextSeen, s.nextSince = st.next.cert, s.clock.Now() // published by this round
 	}
 	var ready error
 	if len(problems) > 0 {

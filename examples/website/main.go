@@ -11,6 +11,9 @@
 // listers only, server-side apply through ctrlkit's client for the
 // children and the status (with apply configurations controller-gen
 // generates for the Website), a merge patch for the finalizer, and events.
+//
+// With SHARD_NAMESPACE set, its replicas split the Websites among them
+// (ShardingOptions).
 package main
 
 import (
@@ -27,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/examples/website/api/v1alpha1"
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
@@ -51,17 +55,18 @@ var websiteGVK = v1alpha1.GroupVersion.WithKind("Website")
 
 func main() {
 	log := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{Verbosity: 1})
-	if err := run(manager.SignalContext(context.Background()), log); err != nil {
+	cfg, err := manager.GetConfig()
+	if err == nil {
+		err = run(manager.SignalContext(context.Background()), cfg, log)
+	}
+	if err != nil {
 		log.Error(err, "operator failed")
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, log logr.Logger) error {
-	cfg, err := manager.GetConfig()
-	if err != nil {
-		return err
-	}
+// run runs the operator against the cluster at cfg until ctx ends.
+func run(ctx context.Context, cfg *rest.Config, log logr.Logger) error {
 	scheme, err := NewScheme()
 	if err != nil {
 		return err
@@ -71,6 +76,7 @@ func run(ctx context.Context, log logr.Logger) error {
 		Logger:    log,
 		HTTPAddr:  os.Getenv("HTTP_ADDR"),
 		Informers: InformerOptions(scheme),
+		Sharding:  ShardingOptions(os.Getenv("SHARD_NAMESPACE"), os.Getenv("POD_NAME")),
 	})
 	if err != nil {
 		return err
@@ -108,6 +114,25 @@ func InformerOptions(scheme *runtime.Scheme) informer.Options {
 	}
 }
 
+// ShardingOptions split the Websites among the replicas of the operator,
+// each Website with its Deployment and Service, when namespace (the
+// replicas' Leases go there; SHARD_NAMESPACE) is not empty: each replica
+// caches and reconciles only its share. pod names the replica (POD_NAME,
+// from the downward API; the hostname when empty). Nil, no sharding, when
+// namespace is empty.
+func ShardingOptions(namespace, pod string) *manager.ShardingOptions {
+	if namespace == "" {
+		return nil
+	}
+	return &manager.ShardingOptions{
+		Namespace:   namespace,
+		Identity:    pod,
+		Controllers: []string{"website"},
+		Primary:     []runtime.Object{&v1alpha1.Website{}},
+		Children:    []runtime.Object{&appsv1.Deployment{}, &corev1.Service{}},
+	}
+}
+
 // Setup declares the informers and adds the controller to mgr, whose
 // scheme must come from NewScheme. It fails if the Website CRD is not
 // installed.
@@ -135,6 +160,7 @@ func Setup(mgr *manager.Manager) error {
 		ConfigMaps:  configMaps.Lister(),
 		Client:      mgr.Client(),
 		Events:      mgr.EventRecorder(Name),
+		ShardLabels: mgr.ShardLabels(),
 	}
 	changed := []informer.Predicate{informer.ResourceVersionChanged()}
 	owned := informer.OwnerKey(websiteGVK.GroupKind())

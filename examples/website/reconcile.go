@@ -32,6 +32,11 @@ type Reconciler struct {
 
 	Client *client.Client
 	Events record.EventRecorder
+	// ShardLabels go on the Deployment and Service when the operator runs
+	// sharded (manager.Manager.ShardLabels), so that they land in this
+	// replica's caches at once rather than once the sharder has labelled
+	// them; nil otherwise.
+	ShardLabels map[string]string
 }
 
 // Reconcile implements reconcile.Reconciler. The request names a Website.
@@ -59,11 +64,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 
-	dep, err := applyChild(ctx, r, site, "Deployment", r.Deployments, site.Namespace, site.Name, deploymentFor(site))
+	dep, err := applyChild(ctx, r, site, "Deployment", r.Deployments, site.Namespace, site.Name, deploymentFor(site).WithLabels(r.ShardLabels))
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if _, err := applyChild(ctx, r, site, "Service", r.Services, site.Namespace, site.Name, serviceFor(site)); err != nil {
+	if _, err := applyChild(ctx, r, site, "Service", r.Services, site.Namespace, site.Name, serviceFor(site).WithLabels(r.ShardLabels)); err != nil {
 		return reconcile.Result{}, err
 	}
 	if _, err := applyChild(ctx, r, site, "route ConfigMap", r.ConfigMaps, RoutesNamespace, routeName(site), routeFor(site)); err != nil {

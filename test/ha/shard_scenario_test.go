@@ -62,7 +62,7 @@ func newShardScenario(t *testing.T, r *shardRow, su shardSetup) *shardScenario {
 	s.sharder = watchLease(t, c, s.ns, s.ring+"-sharder")
 	s.fleet = startFleet(t, replicaConfig{
 		Kubeconfig: kubeconfig, Namespace: s.ns,
-		LeaseDuration: shortLease, RenewDeadline: shortRenew, RetryPeriod: shortRetry,
+		LeaseDuration: shardLease, RenewDeadline: shardRenew, RetryPeriod: shardRetry,
 		Workers: su.workers, Dir: recordsDir(t),
 		Shard: &shardConfig{Ring: s.ring, Work: su.work, QPS: shardQPS, Burst: 2 * shardQPS, Mutations: su.mutations},
 	})
@@ -133,6 +133,12 @@ func (s *shardScenario) settle(live ...string) {
 	names := slices.Collect(maps.Keys(s.labels.current()))
 	var misplaced []string
 	eventually(s.t, 2*waitTimeout, func() bool {
+		for _, r := range live {
+			if exited, at, err := s.fleet.proc(r).exit(); exited {
+				s.t.Fatalf("replica %s, which should be live, exited at %s (%v): it lost its member Lease, or failed:\n%s",
+					r, at.Format("15:04:05.000"), err, s.fleet.proc(r).logTail(10))
+			}
+		}
 		misplaced = s.placed(names, live...)
 		return len(misplaced) == 0
 	}, "every object on the member the ring of %v picks (misplaced: %v)", live, &misplaced)
@@ -305,9 +311,9 @@ func (s *shardScenario) deadMoves(victim string) (first, last time.Time) {
 		s.t.Errorf("the Lease of %s was not buried by the sharder before its keys moved", member)
 	}
 	first, last = slices.MinFunc(moved, time.Time.Compare), slices.MaxFunc(moved, time.Time.Compare)
-	if expiry := renewed.Add(shortLease); first.Before(expiry) {
+	if expiry := renewed.Add(shardLease); first.Before(expiry) {
 		s.t.Errorf("a key of %s moved at %s, before its Lease expired at %s (last renewal %s + LeaseDuration %v)",
-			member, first.Format("15:04:05.000000"), expiry.Format("15:04:05.000000"), renewed.Format("15:04:05.000000"), shortLease)
+			member, first.Format("15:04:05.000000"), expiry.Format("15:04:05.000000"), renewed.Format("15:04:05.000000"), shardLease)
 	}
 	return first, last
 }

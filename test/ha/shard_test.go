@@ -20,6 +20,14 @@ const (
 	// sharder's labels share it with the probe's writes: at the manager's
 	// default 20, labelling a scenario's objects would take 10s.
 	shardQPS = 200
+	// Lease timings of the members: a member's fence closes RenewDeadline
+	// + RetryPeriod = 4.5s after its last renewal, its keys may move
+	// LeaseDuration = 6s after it. The HA suite's 2s RenewDeadline is too
+	// tight for every member of a ring on a machine other tests load: all
+	// of them can miss it at once, and exit.
+	shardLease, shardRenew, shardRetry = 6 * time.Second, 4 * time.Second, 500 * time.Millisecond
+	// shardPause is the shortest SIGSTOP: twice LeaseDuration.
+	shardPause = 2 * shardLease
 )
 
 // TestShard runs the sharding scenarios of issue 15 in turn, each under
@@ -100,7 +108,7 @@ func killShard(t *testing.T, r *shardRow) {
 	first, last := s.deadMoves(victim)
 	s.finish(churned{s.names, ch})
 	r.note("%s killed; its %d keys moved %v to %v after the kill (LeaseDuration %v)", victim, len(s.movedFrom(victim)),
-		first.Sub(killedAt).Round(time.Millisecond), last.Sub(killedAt).Round(time.Millisecond), shortLease)
+		first.Sub(killedAt).Round(time.Millisecond), last.Sub(killedAt).Round(time.Millisecond), shardLease)
 }
 
 // pauseShard: SIGSTOP of one replica of three under churn, until its keys
@@ -120,9 +128,9 @@ func pauseShard(t *testing.T, r *shardRow) {
 	live := slices.DeleteFunc(slices.Clone(all), func(n string) bool { return n == victim })
 	s.settle(live...)
 	first, last := s.deadMoves(victim)
-	// The fault is the pause itself: at least pauseFor, so the replica
+	// The fault is the pause itself: at least shardPause, so the replica
 	// wakes long after its keys moved.
-	hold := time.NewTimer(time.Until(stoppedAt.Add(pauseFor)))
+	hold := time.NewTimer(time.Until(stoppedAt.Add(shardPause)))
 	defer hold.Stop()
 	<-hold.C
 	contAt := s.fleet.cont(p)
@@ -149,7 +157,7 @@ func pauseShard(t *testing.T, r *shardRow) {
 	}
 	_, exitAt, exitErr := p.exit()
 	r.note("%s stopped for %v; its %d keys moved %v to %v after SIGSTOP (LeaseDuration %v)", victim, contAt.Sub(stoppedAt).Round(time.Millisecond),
-		len(s.movedFrom(victim)), first.Sub(stoppedAt).Round(time.Millisecond), last.Sub(stoppedAt).Round(time.Millisecond), shortLease)
+		len(s.movedFrom(victim)), first.Sub(stoppedAt).Round(time.Millisecond), last.Sub(stoppedAt).Round(time.Millisecond), shardLease)
 	r.note("after SIGCONT %s started %d Reconciles, finished %d that were in flight, sent %d ConfigMap writes (%d more unsent), and exited %v later (%v)",
 		victim, starts, ends, sent, unsent, exitAt.Sub(contAt).Round(time.Millisecond), exitErr)
 	if starts > 0 || sent > 0 {

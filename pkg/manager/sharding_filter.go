@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -111,9 +112,16 @@ func (f *shardFilter) reselect(selector string) {
 	}
 	f.mu.Unlock()
 	for _, b := range cut {
-		b.cut()
+		b.cutAfter(minWatch - time.Since(b.opened))
 	}
 }
+
+// minWatch is how long a watch must have lasted for client-go's reflector
+// to take its end quietly: one that ends sooner having delivered nothing
+// is logged as a warning ("very short watch"). reselect lets a younger
+// watch reach that age before cutting it; the reflector waits longer
+// than that before it lists again anyway (its backoff, 0.8s and more).
+const minWatch = time.Second
 
 // wrap is the rest.Config WrapTransport.
 func (f *shardFilter) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -161,7 +169,7 @@ func (f *shardFilter) roundTrip(next http.RoundTripper, req *http.Request) (*htt
 	if err != nil || !server || !watch || resp.StatusCode != http.StatusOK {
 		return resp, err
 	}
-	b := &cutBody{ReadCloser: resp.Body, f: f}
+	b := &cutBody{ReadCloser: resp.Body, f: f, opened: time.Now()}
 	resp.Body = b
 	f.mu.Lock()
 	stale := f.gen != gen
@@ -170,7 +178,7 @@ func (f *shardFilter) roundTrip(next http.RoundTripper, req *http.Request) (*htt
 	}
 	f.mu.Unlock()
 	if stale { // reselected while the request was on its way
-		b.cut()
+		b.cutAfter(0)
 	}
 	return resp, nil
 }
@@ -231,7 +239,11 @@ func gone(req *http.Request) *http.Response {
 type cutBody struct {
 	io.ReadCloser
 	f       *shardFilter
+	opened  time.Time
 	stopped atomic.Bool
+
+	mu    sync.Mutex
+	timer *time.Timer // a cut to come; stopped by Close
 }
 
 func (b *cutBody) Read(p []byte) (int, error) {
@@ -245,12 +257,31 @@ func (b *cutBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Close forgets the watch and closes the body.
+// Close forgets the watch, stops a cut to come, and closes the body.
 func (b *cutBody) Close() error {
 	b.f.mu.Lock()
 	delete(b.f.watches, b)
 	b.f.mu.Unlock()
+	b.mu.Lock()
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	b.mu.Unlock()
 	return b.ReadCloser.Close()
+}
+
+// cutAfter cuts the watch after d (at once if d <= 0), on a timer's
+// goroutine; a second call before the first cut keeps the first.
+func (b *cutBody) cutAfter(d time.Duration) {
+	if d <= 0 {
+		b.cut()
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.timer == nil {
+		b.timer = time.AfterFunc(d, b.cut)
+	}
 }
 
 // cut ends the watch: a Read in progress returns, and later ones return

@@ -99,8 +99,9 @@ func TestShardFilterLabels(t *testing.T) {
 
 // TestShardFilterServer: in the server-side mode the sharded resources'
 // lists and watches carry the member's shardSelector; reselect ends the
-// open watches, and a watch that has not listed since is answered 410
-// Gone (the reflector lists again), with the new selector.
+// open watches (once they are minWatch old), and a watch that has not
+// listed since is answered 410 Gone (the reflector lists again), with the
+// new selector.
 func TestShardFilterServer(t *testing.T) {
 	srv := &fakeServer{}
 	f := &shardFilter{}
@@ -128,6 +129,7 @@ func TestShardFilterServer(t *testing.T) {
 	if got := srv.last().Get("shardSelector"); got != "sel-1" {
 		t.Fatalf("list sent shardSelector %q, want sel-1", got)
 	}
+	opened := time.Now()
 	w := watch()
 	if w.StatusCode != http.StatusOK || srv.last().Get("shardSelector") != "sel-1" {
 		t.Fatalf("watch after the list: %d, shardSelector %q", w.StatusCode, srv.last().Get("shardSelector"))
@@ -143,6 +145,9 @@ func TestShardFilterServer(t *testing.T) {
 	case err := <-read:
 		if !errors.Is(err, io.EOF) {
 			t.Fatalf("the cut watch's read returned %v, want io.EOF", err)
+		}
+		if age := time.Since(opened); age < minWatch {
+			t.Errorf("the watch was cut %v after it opened, before minWatch (%v): client-go would warn of a very short watch", age, minWatch)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("reselect did not end the open watch")

@@ -3,6 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
@@ -85,14 +91,35 @@ func (s *spans) saw(key, gen string) bool {
 	return false
 }
 
-// startShardedReplica runs a manager sharding the ConfigMaps of ns, whose
-// controller records into rec.
+// shardedReplica describes a replica the sharding tests start.
+type shardedReplica struct {
+	cfg  *rest.Config // the control plane's
+	ns   string
+	name string // its identity: member names begin with it
+	mode manager.ShardingMode
+	urls *urlLog // when set, records the ConfigMap lists and watches it sends
+}
+
+// startShardedReplica runs a manager sharding the ConfigMaps of ns on the
+// default control plane, in ShardingAuto, whose controller records into
+// rec.
 func startShardedReplica(t *testing.T, ns, name string, rec *spans) (*manager.Manager, *running) {
 	t.Helper()
-	mgr := newManager(t, cfg, ns, manager.Options{
+	return shardedReplica{cfg: cfg, ns: ns, name: name}.start(t, rec)
+}
+
+// start runs the replica: a manager sharding the ConfigMaps of its
+// namespace, whose controller records into rec.
+func (r shardedReplica) start(t *testing.T, rec *spans) (*manager.Manager, *running) {
+	t.Helper()
+	c := r.cfg
+	if r.urls != nil {
+		c = r.urls.config(c, "/api/v1/namespaces/"+r.ns+"/configmaps")
+	}
+	mgr := newManager(t, c, r.ns, manager.Options{
 		Name: "sharded",
 		Sharding: &manager.ShardingOptions{
-			Namespace: ns, Identity: name, Controllers: []string{"cms"},
+			Namespace: r.ns, Identity: r.name, Controllers: []string{"cms"}, Mode: r.mode,
 			Primary:       []runtime.Object{&corev1.ConfigMap{}},
 			LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
 		},
@@ -102,6 +129,7 @@ func startShardedReplica(t *testing.T, ns, name string, rec *spans) (*manager.Ma
 		t.Fatal(err)
 	}
 	lister := cms.Lister()
+	name := r.name
 	if _, err := mgr.AddController("cms", reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		start := time.Now()
 		cm, err := lister.Get(req.Namespace, req.Name)
@@ -117,8 +145,75 @@ func startShardedReplica(t *testing.T, ns, name string, rec *spans) (*manager.Ma
 	return mgr, start(t, mgr)
 }
 
+// urlLog records the queries of the GET requests a manager sends for one
+// path: its lists and watches.
+type urlLog struct {
+	mu      sync.Mutex
+	queries []url.Values
+}
+
+// config returns a copy of c whose GETs of path l records, as they are
+// sent (after the manager's own transport wrappers).
+func (l *urlLog) config(c *rest.Config, path string) *rest.Config {
+	c = rest.CopyConfig(c)
+	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodGet && req.URL.Path == path {
+				l.mu.Lock()
+				l.queries = append(l.queries, req.URL.Query())
+				l.mu.Unlock()
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	return c
+}
+
+// all returns the queries recorded so far.
+func (l *urlLog) all() []url.Values {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.queries)
+}
+
+// writeGen writes gen into every ConfigMap cm-00 … of ns through k,
+// reading again on a conflict (with the sharder's labels, in the label
+// mode).
+func writeGen(t *testing.T, k kubernetes.Interface, ns string, n, gen int) {
+	for i := range n {
+		for attempt := 0; ; attempt++ {
+			cm, err := k.CoreV1().ConfigMaps(ns).Get(t.Context(), fmt.Sprintf("cm-%02d", i), metav1.GetOptions{})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			cm.Data["gen"] = fmt.Sprint(gen)
+			if _, err = k.CoreV1().ConfigMaps(ns).Update(t.Context(), cm, metav1.UpdateOptions{}); err == nil {
+				break
+			} else if !apierrors.IsConflict(err) || attempt == 20 {
+				t.Error(err)
+				return
+			}
+		}
+	}
+}
+
+// reconciledAt waits until every ConfigMap of ns was reconciled at gen.
+func reconciledAt(t *testing.T, rec *spans, ns string, n, gen int) {
+	t.Helper()
+	eventually(t, waitTimeout, func() bool {
+		for i := range n {
+			if !rec.saw(fmt.Sprintf("%s/cm-%02d", ns, i), fmt.Sprint(gen)) {
+				return false
+			}
+		}
+		return true
+	}, "every ConfigMap reconciled at gen %d", gen)
+}
+
 // TestShardingHandsOverWithoutOverlap: two replicas in one process share
-// 40 ConfigMaps. The second joins after the first owns them all, takes its
+// 40 ConfigMaps, in the label mode, which ShardingAuto picks on the
+// default control plane (its kube-apiserver has no ShardedListAndWatch). The second joins after the first owns them all, takes its
 // share only through handovers, and leaves gracefully; writes churn
 // throughout. No key is reconciled by both at once, and every last write is
 // reconciled. (The process-level suite of issue 15, with kill -9 and
@@ -147,34 +242,11 @@ func TestShardingHandsOverWithoutOverlap(t *testing.T) {
 		return true
 	}, "every ConfigMap labelled for the first replica")
 
-	write := func(gen int) {
-		for i := range n {
-			for attempt := 0; ; attempt++ { // a conflict with the sharder's labels: read again
-				cm, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), fmt.Sprintf("cm-%02d", i), metav1.GetOptions{})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				cm.Data["gen"] = fmt.Sprint(gen)
-				if _, err = kube.CoreV1().ConfigMaps(ns).Update(t.Context(), cm, metav1.UpdateOptions{}); err == nil {
-					break
-				} else if !apierrors.IsConflict(err) || attempt == 20 {
-					t.Error(err)
-					return
-				}
-			}
-		}
+	if mode := ringMode(t, kube, ns); mode != shard.ModeLabels {
+		t.Errorf("the ring's record names the mode %q, want %q: the default control plane has no ShardedListAndWatch", mode, shard.ModeLabels)
 	}
-	converged := func(gen int) {
-		eventually(t, waitTimeout, func() bool {
-			for i := range n {
-				if !rec.saw(fmt.Sprintf("%s/cm-%02d", ns, i), fmt.Sprint(gen)) {
-					return false
-				}
-			}
-			return true
-		}, "every ConfigMap reconciled at gen %d", gen)
-	}
+	write := func(gen int) { writeGen(t, kube, ns, n, gen) }
+	converged := func(gen int) { reconciledAt(t, rec, ns, n, gen) }
 	write(1)
 	converged(1)
 
@@ -232,5 +304,38 @@ func TestShardingHandsOverWithoutOverlap(t *testing.T) {
 	}
 	if o := rec.overlaps(); len(o) > 0 {
 		t.Errorf("%d overlapping Reconciles of one key by two replicas: %v", len(o), o)
+	}
+}
+
+// ringMode returns the mode the ring "sharded" of ns records.
+func ringMode(t *testing.T, k kubernetes.Interface, ns string) string {
+	t.Helper()
+	l, err := k.CoordinationV1().Leases(ns).Get(t.Context(), shard.RecordName("sharded"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the ring's record: %v", err)
+	}
+	return l.Annotations[shard.ModeAnnotation]
+}
+
+// TestShardingServerModeNeedsTheGate: Mode ShardingServer on a control
+// plane whose kube-apiserver ignores shardSelector fails Run, saying why;
+// it does not fall back to labels.
+func TestShardingServerModeNeedsTheGate(t *testing.T) {
+	ns := newNamespace(t)
+	mgr := newManager(t, cfg, ns, manager.Options{Name: "sharded", Sharding: &manager.ShardingOptions{
+		Namespace: ns, Controllers: []string{"cms"}, Mode: manager.ShardingServer, Primary: []runtime.Object{&corev1.ConfigMap{}},
+	}})
+	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mgr.AddController("cms", reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+		return reconcile.Result{}, nil
+	}), manager.ControllerOptions{}, manager.Watch{Source: cms}); err != nil {
+		t.Fatal(err)
+	}
+	err = start(t, mgr).wait(t, waitTimeout)
+	if err == nil || !strings.Contains(err.Error(), "ignores shardSelector") || !strings.Contains(err.Error(), "ShardedListAndWatch") {
+		t.Fatalf("Run = %v, want an error saying the API server ignores shardSelector and naming the feature gate", err)
 	}
 }

@@ -257,6 +257,17 @@ func TestReport(t *testing.T) {
 			}
 		}
 	}
+	for _, w := range []string{
+		"- N=3, capacity: 0.67 of N × the singleton's",
+		"- N=4, the sharder's replica: 0.40 against 0.30",
+	} {
+		if !strings.Contains(out, w) {
+			t.Errorf("the misses do not say %q", w)
+		}
+	}
+	if strings.Contains(out, "- N=2,") {
+		t.Error("the misses name N=2, which met both targets")
+	}
 	if !strings.Contains(out, "2,304 → 7,289 objects") {
 		t.Error("the report does not cite the thesis's scaling")
 	}

@@ -211,6 +211,18 @@ func (p *proc) heap(ctx context.Context) (heapStats, error) {
 	return h, json.Unmarshal(b, &h)
 }
 
+// heapProfile writes p's heap profile, after a GC, to dir/<name>.pb.gz.
+func (p *proc) heapProfile(ctx context.Context, dir string) error {
+	b, err := p.get(ctx, "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, p.name+".pb.gz"), b, 0o644)
+}
+
 // metric is the value of the first sample of p's /metrics whose line
 // starts with name and contains every one of labels (`key="value"`).
 func (p *proc) metric(ctx context.Context, name string, labels ...string) (float64, bool, error) {

@@ -77,7 +77,8 @@ type config struct {
 	namespace     string
 	ring          string
 	out           string
-	keep          bool // keep the replicas' records and logs
+	keep          bool   // keep the replicas' records and logs
+	heapProfiles  string // a directory for each replica's heap profile, taken with its heap; "" for none
 	quick         bool
 }
 
@@ -113,6 +114,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.settleTimeout, "settle-timeout", 10*time.Minute, "the longest wait for the keys to reach their members after a start, scale-up or kill")
 	fs.StringVar(&c.out, "out", "bench/results", "directory for shard.md and shard.svg")
 	fs.BoolVar(&c.keep, "keep", false, "keep the replicas' records and logs (their directory is printed)")
+	fs.StringVar(&c.heapProfiles, "heapprofile", "", "a directory to write each replica's heap profile (<replica>.pb.gz, go tool pprof) into when its heap is measured")
 	fs.BoolVar(&c.quick, "quick", false, "a quick look, a minute or two: -n 1000 -replicas 1,2 -hold 6s -warmup 2s -iters 3 -unsharded=false, unless set")
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -184,6 +185,7 @@ func replicaMain(name, configPath string) int {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", mgr.Handler())
+	mux.Handle("/debug/pprof/heap", pprof.Handler("heap")) // for -heapprofile
 	mux.HandleFunc("/heap", func(w http.ResponseWriter, _ *http.Request) {
 		runtime.GC()
 		runtime.GC()

@@ -98,6 +98,40 @@ func judge(s stageResult, base baseline, idle heapStats, n int) judged {
 	return j
 }
 
+// misses explains each target a stage missed, from its figures.
+func misses(c config, res *results, base baseline) []string {
+	var out []string
+	perKeyBase := base.share / float64(c.n)
+	for _, s := range res.stages {
+		if s.n < 2 {
+			continue
+		}
+		j := judge(s, base, res.idleSharded, c.n)
+		if !j.capMet {
+			out = append(out, fmt.Sprintf("N=%d, capacity: %.2f of N × the singleton's; the ring's balance allows %.2f (the busiest replica holds %d of %d keys).",
+				s.n, j.capRatio, j.balanceBound, j.maxKeys, c.n))
+		}
+		for i := range s.heaps {
+			if i == s.sharder || j.ratios[i] <= heapTarget/float64(s.n) {
+				continue
+			}
+			fair := float64(s.keys[i]) * float64(s.n) / float64(c.n)
+			perKey := j.shares[i] / float64(s.keys[i]) / perKeyBase
+			out = append(out, fmt.Sprintf("N=%d, replica %d: %.2f× its fair share of keys × %.2f× the singleton's heap in use per key ÷ %d = %.2f, against %.2f.",
+				s.n, i+1, fair, perKey, s.n, j.ratios[i], heapTarget/float64(s.n)))
+		}
+		if s.sharder >= 0 && !j.sharderMet {
+			out = append(out, fmt.Sprintf("N=%d, the sharder's replica: %.2f against %.2f: it caches its %d keys and the metadata of all %d objects.",
+				s.n, j.sharderRatio, heapTarget/float64(s.n), s.keys[s.sharder], c.n))
+		}
+	}
+	if m := metadataPerObject(res, c.n); m > 0 && len(out) > 0 {
+		out = append(out, fmt.Sprintf("The sharder's metadata cache: the sharder's replica holds about %.0f B per object of the ring beyond its own keys (its share less its keys at the other replicas' heap per key, ÷ %d objects, the mean over the stages with 2 or more replicas), against %.0f B per key for a whole cached ConfigMap in the singleton. Its informer of the sharded type is metadata-only, but keeps each object's whole ObjectMeta (annotations and managedFields included) where the sharder reads labels, owner references and the resourceVersion.",
+			m, c.n, perKeyBase))
+	}
+	return out
+}
+
 // metadataPerObject estimates what the sharder's replica holds beyond its
 // own share of objects, per object of the ring: its share less its keys
 // at the others' heap per key, ÷ every key. The mean over the stages with
@@ -200,10 +234,35 @@ func report(c config, res *results) string {
 			j.sharderRatio, ratioOthers, heapTarget/float64(s.n), met)
 	}
 	p("\nˢ the replica running the sharder. \"Balance bound\": the capacity ratio the ring's split allows, 1 ÷ (N × the largest replica's share of the keys): the replica with the most keys saturates first.")
-	if m := metadataPerObject(res, c.n); m > 0 {
-		p(" The sharder's replica holds about %.0f B per object of the ring beyond its own keys (its share less its keys at the other replicas' heap per key, ÷ %d objects, the mean over the stages): the metadata-only informer keeps each object's whole ObjectMeta, managedFields included.", m, c.n)
-	}
 	p("\n\n")
+	if why := misses(c, res, base); len(why) > 0 {
+		p("**Why the misses.** A replica's ratio is (its keys ÷ n/N, its fair share) × (its heap per key ÷ the singleton's) ÷ N, so a replica misses 1.2/N when the ring gives it more than its fair share or it holds more per key than the singleton:\n\n")
+		for _, w := range why {
+			p("- %s\n", w)
+		}
+		p("\n")
+	}
+
+	p("### Heap per replica\n\n")
+	p("After two forced GCs, with the keys placed and reconciled. `HeapInuse` is what the targets are judged on; `HeapAlloc` counts only the bytes of live objects, so the difference is room in spans that hold some live object (fragmentation: a replica that received its keys one by one, as watch events between other allocations, packs them less densely than one that listed them). Per key: the sharded type's share ÷ the replica's keys.\n\n")
+	p("| replicas | replica | keys | HeapInuse (MiB) | HeapAlloc (MiB) | sharded type, in use (MiB) | sharded type, live (MiB) | in use per key (B) | live per key (B) |\n|--|--|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, s := range rows {
+		idle := idleOf(s, res)
+		name := fmt.Sprint(s.n)
+		if !s.sharded {
+			name = "1, no sharding"
+		}
+		for i, h := range s.heaps {
+			who := fmt.Sprint(i + 1)
+			if i == s.sharder {
+				who += " (sharder)"
+			}
+			inUse, live := share(h, idle), float64(h.HeapAlloc)-float64(idle.HeapAlloc)
+			p("| %s | %s | %d | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f |\n", name, who, s.keys[i], mib(h.HeapInuse), mib(h.HeapAlloc),
+				inUse/(1<<20), live/(1<<20), inUse/float64(s.keys[i]), live/float64(s.keys[i]))
+		}
+	}
+	p("\n")
 
 	p("### Handover\n\n")
 	p("| change | keys moved | to the first moved key's first Reconcile by its new owner (s) | to the last's (s) | measured from |\n|---|--:|--:|--:|---|\n")

@@ -232,9 +232,15 @@ func (b *bench) runStage(ctx context.Context, f *fleet, sharded bool, count int,
 			return res, err
 		}
 		res.heaps = append(res.heaps, h)
+		if b.c.heapProfiles != "" {
+			if err := p.heapProfile(ctx, b.c.heapProfiles); err != nil {
+				return res, err
+			}
+		}
 	}
-	b.logf("  %d replica(s) placed and reconciled every key %.1fs after launch; drains during the start %.0f; keys %v; heap in use MiB %s; sharder: replica %d",
-		count, res.settle.Seconds(), res.drains, res.keys, mibList(res.heaps), res.sharder+1)
+	b.logf("  %d replica(s) placed and reconciled every key %.1fs after launch; drains during the start %.0f; keys %v; heap in use MiB %s, live %s; sharder: replica %d",
+		count, res.settle.Seconds(), res.drains, res.keys, mibList(res.heaps, func(h heapStats) uint64 { return h.HeapInuse }),
+		mibList(res.heaps, func(h heapStats) uint64 { return h.HeapAlloc }), res.sharder+1)
 
 	top := 1.6 * float64(count*b.c.workers) / b.c.cost.Seconds()
 	hold := func(rate float64) (step, error) { return holdRate(ctx, b.c, b.drv, ps, rate) }
@@ -300,13 +306,13 @@ func (b *bench) runStage(ctx context.Context, f *fleet, sharded bool, count int,
 	return res, nil
 }
 
-func mibList(hs []heapStats) string {
+func mibList(hs []heapStats, f func(heapStats) uint64) string {
 	s := "["
 	for i, h := range hs {
 		if i > 0 {
 			s += " "
 		}
-		s += fmt.Sprintf("%.1f", mib(h.HeapInuse))
+		s += fmt.Sprintf("%.1f", mib(f(h)))
 	}
 	return s + "]"
 }

@@ -19,7 +19,8 @@ import (
 // template (the deployment one with the webhooks): it runs `ctrlkit new`
 // against this checkout (--ctrlkit-replace), then in the new project
 //   - `make test`: its unit tests, and its e2e tests under envtest, which
-//     run the operator as its ServiceAccount with leader election, apply
+//     run the operator as its ServiceAccount with leader election, scrape
+//     its HTTPS /metrics with and without the metrics-reader role, apply
 //     every manifest under config/ with a server-side dry run, and admit
 //     the Deployment in a namespace that enforces the restricted Pod
 //     Security Standard (and the webhook e2e test, with --webhook);
@@ -59,8 +60,8 @@ func TestNewProjectE2E(t *testing.T) {
 		flags     []string
 		wantTests []string // in test/e2e, all run by make test
 	}{
-		{"memcached-operator", memcached, []string{"TestMemcached", "TestManifests", "TestRestrictedPodSecurity", "TestWebhooks"}},
-		{"guestbook-operator", guestbook, []string{"TestGuestbook", "TestManifests", "TestRestrictedPodSecurity"}},
+		{"memcached-operator", memcached, []string{"TestMemcached", "TestSecureMetrics", "TestManifests", "TestRestrictedPodSecurity", "TestWebhooks"}},
+		{"guestbook-operator", guestbook, []string{"TestGuestbook", "TestSecureMetrics", "TestManifests", "TestRestrictedPodSecurity"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), tc.name)

@@ -215,6 +215,9 @@ func newProject(o NewOptions) (*project, error) {
 		bad("--module is required: the Go module path of the project, e.g. example.com/memcached-operator")
 	} else if err := module.CheckPath(o.Module); err != nil {
 		bad("--module %q is not a valid module path: %v (use a path like example.com/memcached-operator)", o.Module, err)
+	} else if name := projectName(o.Module); len(validation.IsDNS1035Label(name+longestSuffix)) > 0 {
+		bad("--module %q: the project's name %q (from the module path's last element) starts the names of its namespace and Services, so it must start with a letter and have at most %d characters: use a path like example.com/memcached-operator",
+			o.Module, name, validation.DNS1035LabelMaxLength-len(longestSuffix))
 	}
 
 	switch {
@@ -351,6 +354,11 @@ func projectName(mod string) string {
 }
 
 var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// longestSuffix is the longest suffix config/ appends to the project's
+// name for a Service or namespace name ("-metrics", "-webhook",
+// "-system"), which must be DNS-1035 labels.
+const longestSuffix = "-metrics"
 
 // pluralize makes the resource name of a lower-case kind with the common
 // English rules. The CRD and the kubebuilder:resource marker carry it, so

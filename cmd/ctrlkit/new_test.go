@@ -91,6 +91,8 @@ func TestNewRefusesBadInput(t *testing.T) {
 		{"module with a space", flagsWith("module", "example.com/my op"), "", []string{"is not a valid module path"}},
 		{"module with ..", flagsWith("module", "example.com/../op"), "", []string{"is not a valid module path"}},
 		{"module trailing slash", flagsWith("module", "example.com/op/"), "", []string{"is not a valid module path"}},
+		{"module name starting with a digit", flagsWith("module", "example.com/9ops"), "", []string{`--module "example.com/9ops": the project's name "9ops" (from the module path's last element) starts the names of its namespace and Services, so it must start with a letter and have at most 55 characters`}},
+		{"module name too long", flagsWith("module", "example.com/o"+strings.Repeat("p", 55)), "", []string{"must start with a letter and have at most 55 characters"}},
 		{"no group", flagsWith("group", ""), "", []string{"--group is required"}},
 		{"group upper case", flagsWith("group", "Cache.example.com"), "", []string{`--group "Cache.example.com" is not a DNS subdomain`}},
 		{"group with underscore", flagsWith("group", "my_cache.example.com"), "", []string{"is not a DNS subdomain"}},

@@ -37,7 +37,8 @@ const (
 func TestShard(t *testing.T) {
 	var rows []*shardRow
 	t.Cleanup(func() {
-		t.Logf("process-level sharding (%d objects, %d workers per replica, %v of work per Reconcile, churn %d writes/s):\n%s",
+		t.Logf("process-level sharding (%d objects, %d workers per replica, %v of work per Reconcile, churn %d writes/s; "+
+			"each row counts its scenario from the start, the replicas joining included):\n%s",
 			shardObjects, shardWorkers, shardWork, shardChurn, shardTable(rows))
 	})
 	for _, sc := range []struct {

@@ -62,8 +62,9 @@ const (
 	// bypassing the controller's ownership check: the non-owner start judge
 	// must catch it.
 	mutateStale = "stale"
-	// mutateRefuse: the replica's Reconciles never write, so the keys it
-	// owns are never brought up to date: the lost judge must catch it.
+	// mutateRefuse: the replica's Reconciles return at once without
+	// writing, so the keys it owns are never brought up to date: the lost
+	// judge must catch it.
 	mutateRefuse = "refuse"
 )
 
@@ -103,6 +104,9 @@ func (p *shardProbe) update(ctx context.Context, name string) (result, gen strin
 	if cm.Annotations[observedKey] == gen {
 		return "unchanged", gen, nil
 	}
+	if p.refuse {
+		return "refused", gen, nil
+	}
 	if p.work > 0 {
 		t := time.NewTimer(p.work) // the Reconcile's work, not a wait for a condition
 		select {
@@ -111,9 +115,6 @@ func (p *shardProbe) update(ctx context.Context, name string) (result, gen strin
 			t.Stop()
 			return "aborted", gen, ctx.Err()
 		}
-	}
-	if p.refuse {
-		return "refused", gen, nil
 	}
 	if cm.Annotations == nil {
 		cm.Annotations = map[string]string{}

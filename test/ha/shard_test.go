@@ -294,13 +294,15 @@ func (s *shardScenario) noteLeft(name string, termAt time.Time) {
 // acknowledges drains without waiting for its Reconciles (overlaps, and
 // writes after the handover) and reconciles keys once more after they
 // left it (Reconciles of keys it does not own); r1 never writes (lost).
-// Reconciles work 1s, longer than the sharder takes to drain and assign
-// a share (a few hundred ms), and the churn keeps r0's workers busy, so
-// that the handover finds Reconciles of moving keys in flight.
+// r0's Reconciles work 2s, much longer than the sharder takes to drain
+// and assign a share (a few hundred ms), and the churn keeps its 16
+// workers busy, so that the handover finds Reconciles of moving keys in
+// flight (about half of the 16); r1's return at once, so it starts each
+// key it gets within milliseconds.
 func TestShardMutations(t *testing.T) {
 	r := &shardRow{scenario: "mutations", replicas: "1→2", ran: true}
 	t.Cleanup(func() { t.Logf("the judges against a broken protocol:\n%s", shardTable([]*shardRow{r})) })
-	s := newShardScenario(t, r, shardSetup{prefix: "mutants", objects: 40, workers: 8, work: time.Second, replicas: []string{"r0"},
+	s := newShardScenario(t, r, shardSetup{prefix: "mutants", objects: 40, workers: 16, work: 2 * time.Second, replicas: []string{"r0"},
 		mutations: map[string][]string{"r0": {mutateAckEarly, mutateStale}, "r1": {mutateRefuse}}})
 	s.settle("r0")
 	ch := startChurn(t, s.c, s.ns, s.names, 20)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -125,10 +126,19 @@ func (s *sharding) resolve(m *Manager) error {
 		if err != nil {
 			return fmt.Errorf("manager: Options.Sharding: the resource of %s: %w", gvks[0], err)
 		}
-		s.resources = append(s.resources, shard.Resource{Resource: mapping.Resource, Kind: gvks[0].GroupKind(), Primary: i < len(s.opts.Primary)})
+		r := shard.Resource{Resource: mapping.Resource, Kind: gvks[0].GroupKind(), Primary: i < len(s.opts.Primary)}
 		if mapping.Scope.Name() == meta.RESTScopeNameRoot {
 			s.clusterScoped = true
+		} else {
+			// The sharder shards what the members cache, no more.
+			r.Namespaces = m.opts.Informers.Namespaces
+			for k, to := range m.opts.Informers.ByType { // keyed by example objects
+				if reflect.TypeOf(k) == reflect.TypeOf(obj) && len(to.Namespaces) > 0 {
+					r.Namespaces = to.Namespaces
+				}
+			}
 		}
+		s.resources = append(s.resources, r)
 	}
 	return nil
 }
@@ -214,6 +224,7 @@ func (s *sharding) follow(m *Manager, rec *coordinationv1.Lease, why string) err
 		s.mode, s.key = shard.ModeServer, key
 		v := shard.NewView(e)
 		s.view.Store(v)
+		s.metrics.epoch.Set(float64(e.Committed.N))
 		if s.filter != nil {
 			s.filter.useServer(s.gvrs(), shard.Selector(key, v.Ranges(s.member)))
 		}

@@ -86,7 +86,14 @@ func TestShardingServerSide(t *testing.T) {
 	}
 	rec := &spans{}
 	urlsA, urlsB := &urlLog{}, &urlLog{}
-	a, ra := shardedReplica{cfg: pcfg, ns: ns, name: "a", urls: urlsA}.start(t, rec)
+	// On the first replica, which hands keys over, 12 keys take 2.5s to
+	// reconcile: longer than the new owner takes to list the ranges it
+	// gains and reconcile them, so that a replica handing over without
+	// waiting for its running Reconciles shows overlaps (a follower that
+	// did not wait for them: overlaps in 3 runs of 4; with 2s on both
+	// replicas, in 1 of 3).
+	slow := func(key string) bool { return strings.ContainsAny(key[len(key)-1:], "048") }
+	a, ra := shardedReplica{cfg: pcfg, ns: ns, name: "a", urls: urlsA, slow: slow, slowWork: 2500 * time.Millisecond}.start(t, rec)
 	keysOf := func(m *manager.Manager) float64 {
 		v, _ := metricsOf(t, m).get("ctrlkit_shard_keys", "ring", "sharded", "controller", "cms")
 		return v
@@ -129,26 +136,35 @@ func TestShardingServerSide(t *testing.T) {
 
 	joined := time.Now()
 	b, rb := shardedReplica{cfg: pcfg, ns: ns, name: "b", urls: urlsB}.start(t, rec)
-	done := make(chan struct{})
-	go func() { // churn during the handover
-		defer close(done)
-		for gen := 2; gen <= 4; gen++ {
+	// Writes churn until the handover is over, so that events about the
+	// keys that move reach both replicas while they move.
+	stopChurn, done := make(chan struct{}), make(chan int)
+	go func() {
+		gen := 2
+		defer func() { done <- gen }()
+		for ; ; gen++ {
+			select {
+			case <-stopChurn:
+				return
+			default:
+			}
 			write(gen)
 		}
 	}()
 	eventually(t, 3*waitTimeout, func() bool { return settled(a, b) }, "the two replicas each caching the ConfigMaps the two-member ring gives it")
 	t.Logf("from the second replica's start to both caching their shares (its cache sync, two epochs, a relist): %v", time.Since(joined).Round(time.Millisecond))
-	<-done
-	write(5)
-	converged(5)
+	close(stopChurn)
+	last := <-done + 1
+	write(last)
+	converged(last)
 	two := shard.NewRing(a.Member(), b.Member())
 	who := map[string]string{a.Member(): "a", b.Member(): "b"}
 	rec.mu.Lock()
 	for key, uid := range uids {
 		owner := who[two.OwnerOfHash(shard.ServerHash(uid))]
 		for _, sp := range rec.all[key] {
-			if sp.gen == "5" && sp.replica != owner {
-				t.Errorf("%s (owned by %s) was reconciled at gen 5 by %s", key, owner, sp.replica)
+			if sp.gen == fmt.Sprint(last) && sp.replica != owner {
+				t.Errorf("%s (owned by %s) was reconciled at gen %d by %s", key, owner, last, sp.replica)
 			}
 		}
 	}
@@ -184,14 +200,17 @@ func TestShardingServerSide(t *testing.T) {
 		}
 	}
 
+	if r := rec.returns(joined, time.Now()); len(r) > 0 {
+		t.Errorf("%d keys went back to a replica they had left while the second one joined: %v", len(r), r)
+	}
 	left := time.Now()
 	if err := rb.stop(t); err != nil {
 		t.Fatalf("second replica: %v", err)
 	}
 	eventually(t, 3*waitTimeout, func() bool { return settled(a) }, "every ConfigMap back on the first replica after the second left")
 	t.Logf("from the second replica's stop to the first caching every ConfigMap again: %v", time.Since(left).Round(time.Millisecond))
-	write(6)
-	converged(6)
+	write(last + 1)
+	converged(last + 1)
 	if err := ra.stop(t); err != nil {
 		t.Fatalf("first replica: %v", err)
 	}

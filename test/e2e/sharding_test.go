@@ -64,6 +64,36 @@ func (s *spans) overlaps() []string {
 	return out
 }
 
+// returns lists the keys that went back to a replica they had left,
+// looking at the Reconciles that began between from and to: during one
+// membership change a key moves once, from its old owner to its new one,
+// and the old owner never reconciles it again (a replica that kept
+// reconciling keys it handed over would show as old, new, old).
+func (s *spans) returns(from, to time.Time) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for key, ss := range s.all {
+		ss = slices.Clone(ss)
+		slices.SortFunc(ss, func(a, b span) int { return a.start.Compare(b.start) })
+		var seq []string
+		for _, sp := range ss {
+			if sp.start.Before(from) || !sp.start.Before(to) {
+				continue
+			}
+			if len(seq) > 0 && seq[len(seq)-1] == sp.replica {
+				continue
+			}
+			if slices.Contains(seq, sp.replica) {
+				out = append(out, fmt.Sprintf("%s: %s, then %s", key, strings.Join(seq, ", "), sp.replica))
+				break
+			}
+			seq = append(seq, sp.replica)
+		}
+	}
+	return out
+}
+
 // by counts the Reconciles of replica.
 func (s *spans) by(replica string) int {
 	s.mu.Lock()
@@ -98,6 +128,11 @@ type shardedReplica struct {
 	name string // its identity: member names begin with it
 	mode manager.ShardingMode
 	urls *urlLog // when set, records the ConfigMap lists and watches it sends
+	// slow keys' Reconciles take slowWork rather than 20ms: long enough
+	// to still run when a key's new owner could first reconcile it, were
+	// the old one not to wait for them before handing over.
+	slow     func(key string) bool
+	slowWork time.Duration
 }
 
 // startShardedReplica runs a manager sharding the ConfigMaps of ns on the
@@ -136,7 +171,11 @@ func (r shardedReplica) start(t *testing.T, rec *spans) (*manager.Manager, *runn
 		if err != nil {
 			return reconcile.Result{}, nil
 		}
-		time.Sleep(20 * time.Millisecond) // the Reconcile's work, so that overlaps have room to show
+		work := 20 * time.Millisecond // the Reconcile's work, so that overlaps have room to show
+		if r.slow != nil && r.slow(req.String()) {
+			work = r.slowWork
+		}
+		time.Sleep(work)
 		rec.add(req.String(), span{replica: name, start: start, end: time.Now(), gen: cm.Data["gen"]})
 		return reconcile.Result{}, nil
 	}), manager.ControllerOptions{Workers: 4}, manager.Watch{Source: cms}); err != nil {
@@ -250,6 +289,7 @@ func TestShardingHandsOverWithoutOverlap(t *testing.T) {
 	write(1)
 	converged(1)
 
+	joined := time.Now()
 	b, rb := startShardedReplica(t, ns, "b", rec)
 	two := shard.NewRing(a.Member(), b.Member())
 	done := make(chan struct{})
@@ -286,6 +326,9 @@ func TestShardingHandsOverWithoutOverlap(t *testing.T) {
 		t.Errorf("metrics: handovers %v (want > 0), keys %v + %v (want %d), members %v (want 2)", handed, keysA, keysB, n, membersSeen)
 	}
 
+	if r := rec.returns(joined, time.Now()); len(r) > 0 {
+		t.Errorf("%d keys went back to a replica they had left while the second one joined: %v", len(r), r)
+	}
 	if err := rb.stop(t); err != nil {
 		t.Fatalf("second replica: %v", err)
 	}

@@ -38,6 +38,10 @@ type Resource struct {
 	// (a Deployment of a Website lives with the Website), and are assigned
 	// like primaries when it is not.
 	Primary bool
+	// Namespaces are the namespaces whose objects are sharded, those the
+	// members cache; empty means every namespace. Objects elsewhere are
+	// not the ring's: the sharder neither watches nor labels them.
+	Namespaces []string
 }
 
 // SharderOptions configure a Sharder.
@@ -89,7 +93,7 @@ type Sharder struct {
 	ring Ring
 	live []string
 
-	infs   []cache.SharedIndexInformer // by index in opts.Resources
+	slots  []slot // a resource of opts.Resources in one of its namespaces
 	leases cache.SharedIndexInformer
 	queue  *workqueue.Queue[item]
 }
@@ -98,7 +102,14 @@ type Sharder struct {
 // it found dead, before it gives that member's objects away.
 const buriedHolder = "ctrlkit-sharder-buried"
 
-// item is one object to look at: its resource's index and its key.
+// slot is the informer of one sharded resource in one namespace ("" for
+// all).
+type slot struct {
+	res Resource
+	inf cache.SharedIndexInformer
+}
+
+// item is one object to look at: its slot's index and its key.
 type item struct {
 	r               int
 	namespace, name string
@@ -144,32 +155,38 @@ func (s *Sharder) Start(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	s.infs = make([]cache.SharedIndexInformer, len(s.opts.Resources))
-	for i, r := range s.opts.Resources {
-		inf := metadatainformer.NewFilteredMetadataInformer(s.opts.Metadata, r.Resource, metav1.NamespaceAll, 0,
-			cache.Indexers{informer.ControllerIndex: func(obj any) ([]string, error) {
-				m, ok := obj.(*metav1.PartialObjectMetadata)
-				if !ok {
-					return nil, nil
-				}
-				return informer.IndexByControllerOwner(m), nil
-			}}, nil).Informer()
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	var slots []slot
+	for _, r := range s.opts.Resources {
+		nss := r.Namespaces
+		if len(nss) == 0 {
+			nss = []string{metav1.NamespaceAll}
+		}
+		for _, ns := range nss {
+			slots = append(slots, slot{res: r})
+			slots[len(slots)-1].inf = s.newInformer(r, ns)
+		}
+	}
+	for i, sl := range slots {
+		if _, err := sl.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { s.enqueue(i, obj) },
 			UpdateFunc: func(_, obj any) { s.enqueue(i, obj) },
 		}); err != nil {
 			return err
 		}
-		s.infs[i] = inf
+	}
+	s.slots = slots
+	infs := []cache.SharedIndexInformer{leases}
+	for _, sl := range slots {
+		infs = append(infs, sl.inf)
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for _, inf := range append([]cache.SharedIndexInformer{leases}, s.infs...) {
+	for _, inf := range infs {
 		wg.Go(func() { inf.RunWithContext(runCtx) })
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), append([]cache.InformerSynced{leases.HasSynced}, synced(s.infs)...)...) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced(infs)...) {
 		return ctx.Err()
 	}
 	s.judge()
@@ -188,6 +205,19 @@ func (s *Sharder) Start(ctx context.Context) error {
 			s.judge()
 		}
 	}
+}
+
+// newInformer returns an informer, not started, of the metadata of r's
+// objects in namespace ns, indexed by controlling owner.
+func (s *Sharder) newInformer(r Resource, ns string) cache.SharedIndexInformer {
+	return metadatainformer.NewFilteredMetadataInformer(s.opts.Metadata, r.Resource, ns, 0,
+		cache.Indexers{informer.ControllerIndex: func(obj any) ([]string, error) {
+			m, ok := obj.(*metav1.PartialObjectMetadata)
+			if !ok {
+				return nil, nil
+			}
+			return informer.IndexByControllerOwner(m), nil
+		}}, nil).Informer()
 }
 
 func synced(infs []cache.SharedIndexInformer) []cache.InformerSynced {
@@ -227,15 +257,15 @@ func (s *Sharder) judge() {
 		s.live, s.ring = live, NewRing(live...)
 	}
 	s.mu.Unlock()
-	if !changed || s.infs == nil {
+	if !changed || s.slots == nil {
 		return
 	}
 	s.log.Info("Ring members changed", "ring", s.opts.Ring, "members", live)
 	if s.opts.Observe != nil {
 		s.opts.Observe.Members(live)
 	}
-	for i, inf := range s.infs {
-		for _, obj := range inf.GetStore().List() {
+	for i, sl := range s.slots {
+		for _, obj := range sl.inf.GetStore().List() {
 			s.enqueue(i, obj)
 		}
 	}
@@ -272,7 +302,7 @@ func (s *Sharder) get(r int, namespace, name string) *metav1.PartialObjectMetada
 	if namespace != "" {
 		key = namespace + "/" + name
 	}
-	obj, ok, err := s.infs[r].GetStore().GetByKey(key)
+	obj, ok, err := s.slots[r].inf.GetStore().GetByKey(key)
 	if err != nil || !ok {
 		return nil
 	}
@@ -307,10 +337,10 @@ func (s *Sharder) handle(ctx context.Context, it item) error {
 				return err
 			}
 		}
-		if s.opts.Resources[it.r].Primary {
+		if s.slots[it.r].res.Primary {
 			// Children first: the new owner's first Reconcile finds them.
-			for c, inf := range s.infs {
-				children, _ := inf.GetIndexer().ByIndex(informer.ControllerIndex, informer.ControllerKey(s.opts.Resources[it.r].Kind, obj.Namespace, obj.Name))
+			for c, sl := range s.slots {
+				children, _ := sl.inf.GetIndexer().ByIndex(informer.ControllerIndex, informer.ControllerKey(s.slots[it.r].res.Kind, obj.Namespace, obj.Name))
 				for _, child := range children {
 					if m, ok := child.(*metav1.PartialObjectMetadata); ok && m.Labels[shardLabel] != desired {
 						if err := s.label(ctx, c, m, desired); err != nil {
@@ -375,7 +405,7 @@ func (s *Sharder) observed(a Action) {
 // primaryOwner returns obj's controlling owner when it is an object of a
 // primary resource in the cache.
 func (s *Sharder) primaryOwner(r int, obj *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
-	if s.opts.Resources[r].Primary {
+	if s.slots[r].res.Primary {
 		return nil
 	}
 	ref := metav1.GetControllerOfNoCopy(obj)
@@ -386,8 +416,8 @@ func (s *Sharder) primaryOwner(r int, obj *metav1.PartialObjectMetadata) *metav1
 	if err != nil {
 		return nil
 	}
-	for i, res := range s.opts.Resources {
-		if res.Primary && res.Kind == (schema.GroupKind{Group: gv.Group, Kind: ref.Kind}) {
+	for i, sl := range s.slots {
+		if sl.res.Primary && sl.res.Kind == (schema.GroupKind{Group: gv.Group, Kind: ref.Kind}) {
 			if o := s.get(i, obj.Namespace, ref.Name); o != nil {
 				return o
 			}
@@ -409,7 +439,7 @@ func (s *Sharder) patch(ctx context.Context, r int, obj *metav1.PartialObjectMet
 	if err != nil {
 		return err
 	}
-	_, err = resourceClient(s.opts.Metadata, s.opts.Resources[r].Resource, obj.Namespace).
+	_, err = resourceClient(s.opts.Metadata, s.slots[r].res.Resource, obj.Namespace).
 		Patch(ctx, obj.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "ctrlkit-sharder"})
 	if apierrors.IsNotFound(err) {
 		return nil

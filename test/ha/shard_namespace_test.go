@@ -3,7 +3,6 @@
 package ha
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -17,19 +16,14 @@ import (
 // ConfigMaps only; the ConfigMaps of other namespaces, which the replicas
 // neither cache nor reconcile, are not theirs to label.
 //
-// Known bug: the sharder lists, watches and labels the sharded type in
-// every namespace (shard.Sharder's informers use metav1.NamespaceAll), so a
-// namespaced operator writes labels on objects of the whole cluster (and
-// needs cluster-wide patch rights to), and when a member joins it drains
-// the foreign objects the ring moves, which no member acknowledges: they
-// stay draining for good. This is why the sharder counted more drains
-// than handovers in test/e2e's TestShardingHandsOverWithoutOverlap (e.g.
-// 58 for 20): the other e2e tests' ConfigMaps. Skipped unless
-// CTRLKIT_KNOWN_BUGS is set, until the fix.
+// Found as a bug: the sharder listed, watched and labelled the sharded
+// type in every namespace, so a namespaced operator wrote labels on
+// objects of the whole cluster (and needed cluster-wide patch rights to),
+// and when a member joined it drained the foreign objects the ring moved,
+// which no member acknowledged: they stayed draining for good. It is why
+// test/e2e's TestShardingHandsOverWithoutOverlap counted more drains than
+// handovers (e.g. 58 for 20): the other e2e tests' ConfigMaps.
 func TestShardSharderStaysInItsNamespaces(t *testing.T) {
-	if os.Getenv("CTRLKIT_KNOWN_BUGS") == "" {
-		t.Skip("known bug: the sharder labels the sharded type in every namespace; set CTRLKIT_KNOWN_BUGS=1 to run")
-	}
 	r := &shardRow{scenario: "namespaces"}
 	s := newShardScenario(t, r, setupOf("mine", "r0"))
 	foreign := newNamespace(t, s.c, "shard-foreign")

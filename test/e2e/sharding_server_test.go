@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/ctrlkit/ctrlkit/pkg/leader"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
 	"github.com/ctrlkit/ctrlkit/pkg/shard"
 )
@@ -64,8 +67,9 @@ func epochsOf(t *testing.T, k kubernetes.Interface, ns string) shard.Epochs {
 // Each lists and watches only the hash ranges of its share (its requests
 // carry its shardSelector, and its cache holds exactly the ConfigMaps the
 // ring gives it by uid). A second replica joins while writes churn, then
-// leaves; keys move by ring epochs, no key is reconciled by both replicas
-// at once, and every last write is reconciled, by the key's owner.
+// leaves; a third joins and loses its API access. Keys move by ring
+// epochs, no key is reconciled by two replicas at once, and every last
+// write is reconciled, by the key's owner.
 func TestShardingServerSide(t *testing.T) {
 	pcfg, pkube := startGatedPlane(t)
 	nsObj, err := pkube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sharded"}}, metav1.CreateOptions{})
@@ -211,6 +215,30 @@ func TestShardingServerSide(t *testing.T) {
 	t.Logf("from the second replica's stop to the first caching every ConfigMap again: %v", time.Since(left).Round(time.Millisecond))
 	write(last + 1)
 	converged(last + 1)
+
+	// A third replica joins, then loses its API access: it cannot renew
+	// its Lease, so it stops reconciling, and once its Lease has expired
+	// the coordinator buries it and commits an epoch without it; its keys
+	// come back to the first replica, which never reconciles one while
+	// the third still could.
+	var offline atomic.Bool
+	c, rc := shardedReplica{cfg: pcfg, ns: ns, name: "c", offline: &offline}.start(t, rec)
+	eventually(t, 3*waitTimeout, func() bool { return settled(a, c) }, "the first and third replicas caching their shares")
+	write(last + 2)
+	converged(last + 2)
+	lost := time.Now()
+	offline.Store(true)
+	eventually(t, 3*waitTimeout, func() bool { return settled(a) }, "every ConfigMap back on the first replica after the third lost its API access")
+	t.Logf("from the third replica's loss of API access to the first caching every ConfigMap again (its 4s Lease included): %v", time.Since(lost).Round(time.Millisecond))
+	l, err := pkube.CoordinationV1().Leases(ns).Get(t.Context(), shard.LeaseName("sharded", c.Member()), metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == c.Member() {
+		t.Errorf("the third replica's Lease %v (%v): want it buried, held by someone else", l.Spec.HolderIdentity, err)
+	}
+	if err := rc.wait(t, waitTimeout); err == nil || !errors.Is(err, leader.ErrLeaseLost) {
+		t.Errorf("the third replica's Run returned %v, want an error wrapping leader.ErrLeaseLost", err)
+	}
+	write(last + 3)
+	converged(last + 3)
 	if err := ra.stop(t); err != nil {
 		t.Fatalf("first replica: %v", err)
 	}

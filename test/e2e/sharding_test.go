@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,6 +135,9 @@ type shardedReplica struct {
 	// the old one not to wait for them before handing over.
 	slow     func(key string) bool
 	slowWork time.Duration
+	// offline, when set and true, fails every request the replica sends,
+	// its Leases' included: it loses its API access.
+	offline *atomic.Bool
 }
 
 // startShardedReplica runs a manager sharding the ConfigMaps of ns on the
@@ -150,6 +155,17 @@ func (r shardedReplica) start(t *testing.T, rec *spans) (*manager.Manager, *runn
 	c := r.cfg
 	if r.urls != nil {
 		c = r.urls.config(c, "/api/v1/namespaces/"+r.ns+"/configmaps")
+	}
+	if r.offline != nil {
+		c = rest.CopyConfig(c)
+		c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripper(func(req *http.Request) (*http.Response, error) {
+				if r.offline.Load() {
+					return nil, errors.New("e2e: this replica has lost its API access")
+				}
+				return rt.RoundTrip(req)
+			})
+		})
 	}
 	mgr := newManager(t, c, r.ns, manager.Options{
 		Name: "sharded",

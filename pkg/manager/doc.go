@@ -35,7 +35,11 @@
 // With Options.Sharding, the controllers it names are sharded: each
 // replica reconciles and caches only its share of their objects, and a key
 // moves from one replica to another only after the first stopped
-// reconciling it (docs/sharding.md says what is built and tested).
+// reconciling it (docs/sharding.md says what is built and tested). Before
+// the informers start, Run settles the ring's mode (ShardingOptions.Mode:
+// a label per object, or the API server's hash ranges), reading or
+// creating the ring's record Lease and, the first time, asking the API
+// server whether it honours shardSelector; it logs "Sharding mode".
 //
 // With Options.Webhook, the webhook server (Manager.Webhooks) and its
 // certificate source start with the endpoints in step 1, on every replica,

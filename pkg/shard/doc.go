@@ -1,21 +1,32 @@
-// Package shard holds ctrlkit's sharding protocol: which member owns a key
-// (Ring, a consistent hash ring with VirtualNodes points per member),
+// Package shard holds ctrlkit's sharding protocols: which member owns a
+// key (Ring, a consistent hash ring with VirtualNodes points per member),
 // which members are alive (Members, judged from their Leases by the local
-// clock), what the sharder does to one object (Decide), and the Sharder
-// that labels every object of the sharded resources accordingly. A
-// manager runs all of it when manager.Options.Sharding is set. The
-// protocol, and what is built and tested of it so far, is described in
+// clock), and how keys move between them, in one of two modes:
+//
+//   - the label mode: what the sharder does to one object (Decide), and
+//     the Sharder that labels every object of the sharded resources
+//     accordingly (ShardLabel, DrainLabel);
+//   - the server-side mode (KEP-5866 shardSelector): the ring read as
+//     ranges of the API server's hash space (ServerHash, Ring.Ranges,
+//     Selector), and ring epochs (Epochs, Next, View) that the
+//     Coordinator moves forward as members come and go.
+//
+// A manager runs all of it when manager.Options.Sharding is set. The
+// protocols, and what is built and tested of them, are described in
 // docs/sharding.md.
 //
-// The contract the protocol rests on: an object moves from one live member
-// to another only after the first acknowledged that it stopped
-// reconciling it (DrainLabel, then the labels removed by the owner), and
-// from a dead member only after its Lease expired, by which time it has
-// stopped (package leader's fencing); reconcile.Controller's Exclude gives
-// the owner the moment its last Reconcile of the key has returned.
+// The contract the protocols rest on: an object moves from one live
+// member to another only after the first acknowledged that it stopped
+// reconciling it (in the label mode, DrainLabel, then the labels removed
+// by the owner; in the server-side mode, the target epoch in its Lease,
+// AckAnnotation), and from a dead member only after its Lease expired, by
+// which time it has stopped (package leader's fencing), and was buried, so
+// that it can never renew; reconcile.Controller's Exclude gives the owner
+// the moment its last Reconcile of a key has returned.
 //
 // Goroutines: Sharder.Start runs an informer of the member Leases and one
-// of each sharded resource (client-go's goroutines) and one worker, and
-// returns once they have stopped, after its ctx ends. Every type is safe
-// for concurrent use.
+// of each sharded resource (client-go's goroutines) and one worker;
+// Coordinator.Start runs an informer of the namespace's Leases and takes
+// its steps on its own goroutine. Both return once their goroutines have
+// stopped, after their ctx ends. Every type is safe for concurrent use.
 package shard

@@ -125,11 +125,39 @@ func misses(c config, res *results, base baseline) []string {
 				s.n, j.sharderRatio, heapTarget/float64(s.n), s.keys[s.sharder], c.n))
 		}
 	}
+	if inUse, live, ok := othersPerKey(res); ok && len(out) > 0 {
+		u := res.unsharded
+		if u != nil {
+			out = append(out, fmt.Sprintf("Heap per key of the replicas that do not run the sharder: %.0f B in use, %.0f B live (the mean over the stages), against the singleton's %.0f B and %.0f B. Each of their objects carries the shard label, and their heap is less densely packed (in use ÷ live: %.2f against %.2f): they received their keys one by one as the sharder assigned them, between other allocations, where the singleton listed its keys at start.",
+				inUse, live, share(u.heaps[0], res.idleUnsharded)/float64(c.n), (float64(u.heaps[0].HeapAlloc)-float64(res.idleUnsharded.HeapAlloc))/float64(c.n),
+				inUse/live, share(u.heaps[0], res.idleUnsharded)/(float64(u.heaps[0].HeapAlloc)-float64(res.idleUnsharded.HeapAlloc))))
+		}
+	}
 	if m := metadataPerObject(res, c.n); m > 0 && len(out) > 0 {
 		out = append(out, fmt.Sprintf("The sharder's metadata cache: the sharder's replica holds about %.0f B per object of the ring beyond its own keys (its share less its keys at the other replicas' heap per key, ÷ %d objects, the mean over the stages with 2 or more replicas), against %.0f B per key for a whole cached ConfigMap in the singleton. Its informer of the sharded type is metadata-only, but keeps each object's whole ObjectMeta (annotations and managedFields included) where the sharder reads labels, owner references and the resourceVersion.",
 			m, c.n, perKeyBase))
 	}
 	return out
+}
+
+// othersPerKey is the sharded type's heap per key, in use and live, of the
+// replicas that do not run the sharder, over every stage.
+func othersPerKey(res *results) (inUse, live float64, ok bool) {
+	keys := 0
+	for _, s := range res.stages {
+		for i, h := range s.heaps {
+			if i == s.sharder || s.sharder < 0 {
+				continue
+			}
+			inUse += share(h, res.idleSharded)
+			live += float64(h.HeapAlloc) - float64(res.idleSharded.HeapAlloc)
+			keys += s.keys[i]
+		}
+	}
+	if keys == 0 {
+		return 0, 0, false
+	}
+	return inUse / float64(keys), live / float64(keys), true
 }
 
 // metadataPerObject estimates what the sharder's replica holds beyond its

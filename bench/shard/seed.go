@@ -25,6 +25,10 @@ const (
 	seedWorkers = 32 // parallel creators
 )
 
+// unsent is the sent annotation of a ConfigMap the driver has not
+// written: as long as a time in Unix ns, and 0 once parsed.
+const unsent = "0000000000000000000"
+
 var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
 func objName(i int) string { return fmt.Sprintf("%s%05d", objPrefix, i) }
@@ -68,9 +72,13 @@ func seed(ctx context.Context, c kubernetes.Interface, ns string, n, dataBytes i
 				if i >= n {
 					return
 				}
+				// The sent annotation is there from the start, as long as
+				// the driver's, so that every heap is measured over objects
+				// of one shape, churned or not.
 				cm := &corev1.ConfigMap{
-					ObjectMeta: metav1.ObjectMeta{Name: objName(i), Namespace: ns, Labels: map[string]string{"app": "bench-shard"}},
-					Data:       data,
+					ObjectMeta: metav1.ObjectMeta{Name: objName(i), Namespace: ns, Labels: map[string]string{"app": "bench-shard"},
+						Annotations: map[string]string{sentKey: unsent}},
+					Data: data,
 				}
 				if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 					errs[w] = fmt.Errorf("creating %s: %w", cm.Name, err)

@@ -90,13 +90,13 @@ func TestShardingServerSide(t *testing.T) {
 	}
 	rec := &spans{}
 	urlsA, urlsB := &urlLog{}, &urlLog{}
-	// On the first replica, which hands keys over, 12 keys take 2.5s to
-	// reconcile: longer than the new owner takes to list the ranges it
-	// gains and reconcile them, so that a replica handing over without
-	// waiting for its running Reconciles shows overlaps (a follower that
-	// did not wait for them: overlaps in 3 runs of 4; with 2s on both
-	// replicas, in 1 of 3).
-	slow := func(key string) bool { return strings.ContainsAny(key[len(key)-1:], "048") }
+	// While the second replica joins, the keys it is to take take 2.5s to
+	// reconcile on the first: longer than the new owner takes to list the
+	// ranges it gains and reconcile them, so that a replica handing over
+	// without waiting for its running Reconciles shows overlaps (a
+	// follower that did not wait for them: overlaps in 3 runs of 4).
+	var slowKeys atomic.Pointer[map[string]bool]
+	slow := func(key string) bool { m := slowKeys.Load(); return m != nil && (*m)[key] }
 	a, ra := shardedReplica{cfg: pcfg, ns: ns, name: "a", urls: urlsA, slow: slow, slowWork: 2500 * time.Millisecond}.start(t, rec)
 	keysOf := func(m *manager.Manager) float64 {
 		v, _ := metricsOf(t, m).get("ctrlkit_shard_keys", "ring", "sharded", "controller", "cms")
@@ -138,8 +138,6 @@ func TestShardingServerSide(t *testing.T) {
 	converged(1)
 	before := epochsOf(t, pkube, ns).Committed.N
 
-	joined := time.Now()
-	b, rb := shardedReplica{cfg: pcfg, ns: ns, name: "b", urls: urlsB}.start(t, rec)
 	// Writes churn until the handover is over, so that events about the
 	// keys that move reach both replicas while they move.
 	stopChurn, done := make(chan struct{}), make(chan int)
@@ -155,13 +153,21 @@ func TestShardingServerSide(t *testing.T) {
 			write(gen)
 		}
 	}()
+	joined := time.Now()
+	b, rb := shardedReplica{cfg: pcfg, ns: ns, name: "b", urls: urlsB}.start(t, rec)
+	two := shard.NewRing(a.Member(), b.Member())
+	moving := map[string]bool{}
+	for key, uid := range uids {
+		moving[key] = two.OwnerOfHash(shard.ServerHash(uid)) == b.Member()
+	}
+	slowKeys.Store(&moving)
 	eventually(t, 3*waitTimeout, func() bool { return settled(a, b) }, "the two replicas each caching the ConfigMaps the two-member ring gives it")
 	t.Logf("from the second replica's start to both caching their shares (its cache sync, two epochs, a relist): %v", time.Since(joined).Round(time.Millisecond))
 	close(stopChurn)
+	slowKeys.Store(nil)
 	last := <-done + 1
 	write(last)
 	converged(last)
-	two := shard.NewRing(a.Member(), b.Member())
 	who := map[string]string{a.Member(): "a", b.Member(): "b"}
 	rec.mu.Lock()
 	for key, uid := range uids {

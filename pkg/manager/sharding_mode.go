@@ -176,12 +176,12 @@ func (s *sharding) decide(ctx context.Context, m *Manager) (mode, why string, er
 // server without the feature gate ignores the field silently, so only
 // this echo tells.
 func (s *sharding) probe(ctx context.Context, m *Manager, key shard.Key) (bool, error) {
-	r := s.resources[0].Resource
+	r := s.resources[0]
 	var namespace string
-	if !s.clusterScoped && len(m.opts.Informers.Namespaces) > 0 {
-		namespace = m.opts.Informers.Namespaces[0] // the replica may list there only
+	if len(r.Namespaces) > 0 {
+		namespace = r.Namespaces[0] // the replica may list there only
 	}
-	list, err := m.dyn.Resource(r).Namespace(namespace).List(ctx, metav1.ListOptions{
+	list, err := m.dyn.Resource(r.Resource).Namespace(namespace).List(ctx, metav1.ListOptions{
 		Limit: 1, ShardSelector: shard.Selector(key, []shard.Range{{First: 0, Last: ^uint64(0)}}),
 	})
 	if err != nil {

@@ -88,9 +88,26 @@ func TestSearchCapacity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 320 pass, 480 fail, 400 pass, 440 fail, 420 pass, 430 pass.
-	if res.best.rate != 430 || res.limited || res.atTop || len(res.steps) != 6 {
-		t.Errorf("best %v limited %v atTop %v after %d steps; want 430, false, false, 6", res.best.rate, res.limited, res.atTop, len(res.steps))
+	// 320 pass, 480 fail twice, 400 pass, 440 fail twice, 420 pass, 430 pass.
+	if res.best.rate != 430 || res.limited || res.atTop || len(res.steps) != 8 {
+		t.Errorf("best %v limited %v atTop %v after %d steps; want 430, false, false, 8", res.best.rate, res.limited, res.atTop, len(res.steps))
+	}
+
+	// One slow hold below capacity (load from outside) does not steer the
+	// search down: the rate is held again.
+	flaky, first := serve(437, math.Inf(1)), true
+	res, err = searchCapacity(c, 640, func(rate float64) (step, error) {
+		if first {
+			first = false
+			return step{rate: rate, achieved: rate}, nil
+		}
+		return flaky(rate)
+	}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.best.rate != 430 || len(res.steps) != 9 || !res.steps[1].retry || !res.steps[1].pass {
+		t.Errorf("a slow first hold: best %v after %d steps, second step %+v; want 430 after 9, the second a passing retry", res.best.rate, len(res.steps), res.steps[1])
 	}
 
 	res, err = searchCapacity(c, 640, serve(437, 300), quiet)

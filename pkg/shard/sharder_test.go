@@ -169,12 +169,17 @@ func TestSharder(t *testing.T) {
 	}
 	eventuallyT(t, "the acknowledged widgets, and their children, on c", settled("a", "b", "c"))
 
-	// b dies: its widgets move without a drain once its Lease expired.
-	e.clock.Step(10 * time.Second)
-	e.renew("a")
-	e.renew("c")
-	e.clock.Step(6 * time.Second) // b's last renewal is 16s old
-	eventuallyT(t, "b's widgets on a or c", settled("a", "c"))
+	// b dies: its widgets move without a drain once its Lease expired. a
+	// and c renew every half second of the fake clock as it runs past b's
+	// lease, so that however late the sharder's informer sees a renewal,
+	// theirs never look expired (stepping 16s at once made a look dead
+	// whenever its renewal was seen after the step: a flake).
+	eventuallyT(t, "b's widgets on a or c", func() bool {
+		e.renew("a")
+		e.renew("c")
+		e.clock.Step(500 * time.Millisecond)
+		return settled("a", "c")()
+	})
 	// Before giving b's objects away the sharder took b's Lease, so b can
 	// never renew it.
 	l, err := e.kube.CoordinationV1().Leases("leases").Get(ctx, shard.LeaseName("web", "b"), metav1.GetOptions{})

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -76,18 +77,8 @@ func (d *driver) churn(ctx context.Context, rate float64, dur time.Duration) ([]
 	tick.Stop()
 	close(jobs)
 	wg.Wait()
-	slices.SortFunc(writes, func(a, b sentWrite) int { return cmpInt64(a.sent, b.sent) })
+	slices.SortFunc(writes, func(a, b sentWrite) int { return cmp.Compare(a.sent, b.sent) })
 	return writes, failed
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // step is one rate held for a while, and what came of it.

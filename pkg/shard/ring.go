@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"encoding/binary"
 	"hash/fnv"
 	"slices"
@@ -44,19 +45,9 @@ func NewRing(members ...string) Ring {
 		case a.hash > b.hash:
 			return 1
 		}
-		return cmpString(a.member, b.member) // a tie must not depend on input order
+		return cmp.Compare(a.member, b.member) // a tie must not depend on input order
 	})
 	return Ring{points: pts}
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Owner returns the member that owns key, or "" for a Ring without

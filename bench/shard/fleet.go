@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -354,15 +355,7 @@ func (t *recTail) since(from int64) (recs, events []reconciled, err error) {
 // after returns the records of rs, in write order, from the first that
 // started at or after from.
 func after(rs []reconciled, from int64) []reconciled {
-	i, _ := slices.BinarySearchFunc(rs, from, func(r reconciled, from int64) int {
-		switch {
-		case r.start < from:
-			return -1
-		case r.start > from:
-			return 1
-		}
-		return 0
-	})
+	i, _ := slices.BinarySearchFunc(rs, from, func(r reconciled, from int64) int { return cmp.Compare(r.start, from) })
 	// Records are in write order, which is start order but for the
 	// few microseconds between taking the time and writing: step back
 	// over any equal or slightly out-of-order ones.

@@ -243,9 +243,9 @@ func run() error {
 	}
 	defer unshardedFleet.close()
 
-	// Idle replicas, before there are objects: what a replica holds
-	// without the sharded type's objects. (The sharder lists and watches
-	// ConfigMaps of every namespace, so an idle ring must have none.)
+	// Idle replicas, in the namespace before its ConfigMaps exist: what a
+	// replica holds without the sharded type's objects (the sharder's
+	// replica included, whose metadata informer is then empty too).
 	if _, err := seed(ctx, b.kube, c.namespace, 0, 0); err != nil {
 		return err
 	}

@@ -255,7 +255,7 @@ func (s *shardScenario) judge(converge time.Duration, churns ...churned) (breach
 		}
 	}
 	for _, o := range overlaps(intervals(recs, diedAt, time.Now().UnixNano()), pauses) {
-		if o.active == 0 {
+		if o.active == 0 || resumedAfterPause(o, pauses) {
 			r.frozen++
 			continue
 		}
@@ -402,4 +402,20 @@ func shardTable(rows []*shardRow) string {
 		}
 	}
 	return b.String()
+}
+
+// resumedAfterPause reports whether o is a Reconcile that SIGSTOP froze in
+// flight and that ran on for at most a second after SIGCONT: no
+// implementation can preempt it, and its replica's fence keeps it from
+// writing (judged apart, as writes by a replica that no longer owns the
+// key). A Reconcile that starts after SIGCONT is never excused.
+func resumedAfterPause(o overlap, pauses map[string][]span) bool {
+	for _, iv := range []interval{o.a, o.b} {
+		for _, p := range pauses[iv.replica] {
+			if iv.start < p.from && iv.end > p.to && iv.end-p.to <= int64(time.Second) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -245,11 +244,12 @@ type drainer struct {
 
 	mu      sync.Mutex
 	pending map[reconcile.Request]time.Time // when the drain was seen
+	busy    map[reconcile.Request]bool      // being handed over now
 	wake    chan struct{}
 }
 
 func newDrainer(s *sharding, m *Manager, ctrl *reconcile.Controller, primary informer.Source) *drainer {
-	return &drainer{s: s, m: m, ctrl: ctrl, primary: primary, pending: make(map[reconcile.Request]time.Time), wake: make(chan struct{}, 1)}
+	return &drainer{s: s, m: m, ctrl: ctrl, primary: primary, pending: make(map[reconcile.Request]time.Time), busy: map[reconcile.Request]bool{}, wake: make(chan struct{}, 1)}
 }
 
 // handler is the event handler on the primary informer that notices drains.
@@ -274,28 +274,43 @@ func (d *drainer) handler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{AddFunc: note, UpdateFunc: func(_, obj any) { note(obj) }}
 }
 
+// drainerParallel is how many keys a drainer hands over at once: each
+// waits for its own last Reconcile, so that one long Reconcile does not
+// hold the others back.
+const drainerParallel = 16
+
 // run acknowledges drains until ctx, the member term's, ends.
 func (d *drainer) run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	sem := make(chan struct{}, drainerParallel)
 	for {
 		d.mu.Lock()
-		next := maps.Clone(d.pending)
+		next := make(map[reconcile.Request]time.Time, len(d.pending))
+		for req, seen := range d.pending {
+			if !d.busy[req] {
+				next[req] = seen
+			}
+		}
 		d.mu.Unlock()
 		for req, seen := range next {
-			handed, err := d.handOver(ctx, req)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				d.m.log.Error(err, "Could not hand a key over; retrying", "controller", d.ctrl.Name(), "namespace", req.Namespace, "name", req.Name)
-				continue
-			}
-			if handed {
-				d.s.metrics.handovers.WithLabelValues(d.ctrl.Name()).Inc()
-				d.s.metrics.handoverSeconds.WithLabelValues(d.ctrl.Name()).Observe(time.Since(seen).Seconds())
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return nil
 			}
 			d.mu.Lock()
-			delete(d.pending, req)
+			d.busy[req] = true
 			d.mu.Unlock()
+			wg.Go(func() {
+				defer func() {
+					d.mu.Lock()
+					delete(d.busy, req)
+					d.mu.Unlock()
+					<-sem
+				}()
+				d.handOverOne(ctx, req, seen)
+			})
 		}
 		t := time.NewTimer(time.Second) // retries of failed handovers
 		select {
@@ -307,6 +322,25 @@ func (d *drainer) run(ctx context.Context) error {
 		}
 		t.Stop()
 	}
+}
+
+// handOverOne hands req over, and forgets it once handed over or no
+// longer this member's; it logs a failure, to be retried.
+func (d *drainer) handOverOne(ctx context.Context, req reconcile.Request, seen time.Time) {
+	handed, err := d.handOver(ctx, req)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.m.log.Error(err, "Could not hand a key over; retrying", "controller", d.ctrl.Name(), "namespace", req.Namespace, "name", req.Name)
+		}
+		return
+	}
+	if handed {
+		d.s.metrics.handovers.WithLabelValues(d.ctrl.Name()).Inc()
+		d.s.metrics.handoverSeconds.WithLabelValues(d.ctrl.Name()).Observe(time.Since(seen).Seconds())
+	}
+	d.mu.Lock()
+	delete(d.pending, req)
+	d.mu.Unlock()
 }
 
 // handOver excludes req, waits for its last Reconcile, and removes the

@@ -25,7 +25,8 @@
 // the moment its last Reconcile of a key has returned.
 //
 // Goroutines: Sharder.Start runs an informer of the member Leases and one
-// of each sharded resource (client-go's goroutines) and one worker;
+// of the unlabelled objects of each sharded resource (client-go's
+// goroutines), a scan of the labelled objects and 8 workers;
 // Coordinator.Start runs an informer of the namespace's Leases and takes
 // its steps on its own goroutine. Both return once their goroutines have
 // stopped, after their ctx ends. Every type is safe for concurrent use.

@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
-	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/workqueue"
 )
 
@@ -84,6 +83,14 @@ type Observer interface {
 // owner is dead), and asks a live owner to hand an object over with
 // DrainLabel. One Sharder runs per ring, on the replica that holds the
 // sharder's Lease. Create it with NewSharder.
+//
+// A Sharder caches no labelled object: its informers watch only the
+// objects without a shard label (new ones, and those their last owner
+// acknowledged), which are few once the ring is settled. The labelled
+// objects are read, a page at a time, by a scan when the live members
+// change (and once more after a scan that found work), so the replica
+// that runs the sharder holds no more of the sharded types than the
+// others do.
 type Sharder struct {
 	opts    SharderOptions
 	members *Members
@@ -92,20 +99,39 @@ type Sharder struct {
 	mu   sync.Mutex
 	ring Ring
 	live []string
+	// snaps are the objects as the last scan read them, for the items it
+	// queued, until they are handled.
+	snaps map[item]*metav1.PartialObjectMetadata
+	// waiting are the children, by their primary owner, to label before
+	// it when it is assigned: children first, so that the new member's
+	// first Reconcile of the owner finds them.
+	waiting map[item][]item
+	// followUp, when not zero, is when the next scan is due: the last one
+	// found work, and objects may have changed while it was done.
+	followUp time.Time
 
 	slots  []slot // a resource of opts.Resources in one of its namespaces
 	leases cache.SharedIndexInformer
 	queue  *workqueue.Queue[item]
+	scans  chan struct{} // a scan is wanted
 }
 
 // buriedHolder is the holder a sharder writes into the Lease of a member
 // it found dead, before it gives that member's objects away.
 const buriedHolder = "ctrlkit-sharder-buried"
 
-// slot is the informer of one sharded resource in one namespace ("" for
-// all).
+// sharderWorkers is how many objects a sharder labels at once: a scale-up
+// or a member's death moves 1/N of every object, one write each.
+const sharderWorkers = 8
+
+// scanPage is how many objects a scan reads per request.
+const scanPage = 500
+
+// slot is one sharded resource in one namespace ("" for all), and the
+// informer of its unlabelled objects there.
 type slot struct {
 	res Resource
+	ns  string
 	inf cache.SharedIndexInformer
 }
 
@@ -139,7 +165,8 @@ func NewSharder(opts SharderOptions) (*Sharder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Sharder{opts: opts, members: NewMembers(opts.Ring, opts.Clock), log: opts.Logger, queue: q}, nil
+	return &Sharder{opts: opts, members: NewMembers(opts.Ring, opts.Clock), log: opts.Logger, queue: q,
+		snaps: map[item]*metav1.PartialObjectMetadata{}, waiting: map[item][]item{}, scans: make(chan struct{}, 1)}, nil
 }
 
 // Start runs the sharder until ctx ends. It blocks.
@@ -162,14 +189,25 @@ func (s *Sharder) Start(ctx context.Context) error {
 			nss = []string{metav1.NamespaceAll}
 		}
 		for _, ns := range nss {
-			slots = append(slots, slot{res: r})
-			slots[len(slots)-1].inf = s.newInformer(r, ns)
+			inf, err := s.newInformer(r, ns)
+			if err != nil {
+				return err
+			}
+			slots = append(slots, slot{res: r, ns: ns, inf: inf})
 		}
 	}
+	shardLabel := ShardLabel(s.opts.Ring)
 	for i, sl := range slots {
+		enqueue := func(obj any) {
+			// The selector already leaves labelled objects out; a client
+			// that ignores it (a fake) must not make them look new.
+			if m, ok := obj.(*metav1.PartialObjectMetadata); ok && m.Labels[shardLabel] == "" {
+				s.queue.Add(item{r: i, namespace: m.Namespace, name: m.Name})
+			}
+		}
 		if _, err := sl.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { s.enqueue(i, obj) },
-			UpdateFunc: func(_, obj any) { s.enqueue(i, obj) },
+			AddFunc:    enqueue,
+			UpdateFunc: func(_, obj any) { enqueue(obj) },
 		}); err != nil {
 			return err
 		}
@@ -189,11 +227,15 @@ func (s *Sharder) Start(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced(infs)...) {
 		return ctx.Err()
 	}
+	s.wantScan() // objects labelled for members that are gone
 	s.judge()
-	wg.Go(func() {
-		for s.process(runCtx) {
-		}
-	})
+	for range sharderWorkers {
+		wg.Go(func() {
+			for s.process(runCtx) {
+			}
+		})
+	}
+	wg.Go(func() { s.scanLoop(runCtx) })
 	t := s.opts.Clock.NewTicker(s.opts.Interval)
 	defer t.Stop()
 	for {
@@ -203,21 +245,55 @@ func (s *Sharder) Start(ctx context.Context) error {
 			return nil
 		case <-t.C():
 			s.judge()
+			s.mu.Lock()
+			due := !s.followUp.IsZero() && !s.opts.Clock.Now().Before(s.followUp)
+			if due {
+				s.followUp = time.Time{}
+			}
+			s.mu.Unlock()
+			if due {
+				s.wantScan()
+			}
 		}
 	}
 }
 
 // newInformer returns an informer, not started, of the metadata of r's
-// objects in namespace ns, indexed by controlling owner.
-func (s *Sharder) newInformer(r Resource, ns string) cache.SharedIndexInformer {
-	return metadatainformer.NewFilteredMetadataInformer(s.opts.Metadata, r.Resource, ns, 0,
-		cache.Indexers{informer.ControllerIndex: func(obj any) ([]string, error) {
-			m, ok := obj.(*metav1.PartialObjectMetadata)
-			if !ok {
-				return nil, nil
+// unlabelled objects in namespace ns, keeping of each only what the
+// sharder reads (slim).
+func (s *Sharder) newInformer(r Resource, ns string) (cache.SharedIndexInformer, error) {
+	selector := "!" + ShardLabel(s.opts.Ring)
+	inf := metadatainformer.NewFilteredMetadataInformer(s.opts.Metadata, r.Resource, ns, 0, cache.Indexers{},
+		func(o *metav1.ListOptions) { o.LabelSelector = selector }).Informer()
+	if err := inf.SetTransform(func(obj any) (any, error) {
+		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			return s.slim(m), nil
+		}
+		return obj, nil
+	}); err != nil {
+		return nil, err
+	}
+	return inf, nil
+}
+
+// slim returns what the sharder reads of m: its key, uid,
+// resourceVersion (its patches are conditional on it), the ring's labels,
+// its controlling owner and its deletion timestamp.
+func (s *Sharder) slim(m *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
+	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, DeletionTimestamp: m.DeletionTimestamp}}
+	for _, k := range []string{ShardLabel(s.opts.Ring), DrainLabel(s.opts.Ring)} {
+		if v, ok := m.Labels[k]; ok {
+			if out.Labels == nil {
+				out.Labels = map[string]string{}
 			}
-			return informer.IndexByControllerOwner(m), nil
-		}}, nil).Informer()
+			out.Labels[k] = v
+		}
+	}
+	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
+		out.OwnerReferences = []metav1.OwnerReference{*ref}
+	}
+	return out
 }
 
 func synced(infs []cache.SharedIndexInformer) []cache.InformerSynced {
@@ -247,8 +323,8 @@ func (s *Sharder) observe(obj any, deleted bool) {
 	s.judge()
 }
 
-// judge rebuilds the ring when the live members changed, and then looks
-// at every object again.
+// judge rebuilds the ring when the live members changed, and then asks
+// for a scan of every object.
 func (s *Sharder) judge() {
 	live := s.members.Live()
 	s.mu.Lock()
@@ -264,19 +340,139 @@ func (s *Sharder) judge() {
 	if s.opts.Observe != nil {
 		s.opts.Observe.Members(live)
 	}
-	for i, sl := range s.slots {
-		for _, obj := range sl.inf.GetStore().List() {
-			s.enqueue(i, obj)
+	s.wantScan()
+	// The unlabelled objects are not scanned: their items are handled
+	// with the ring of the moment they are handled.
+}
+
+func (s *Sharder) wantScan() {
+	select {
+	case s.scans <- struct{}{}:
+	default:
+	}
+}
+
+// scanLoop scans whenever a scan is wanted, until ctx ends.
+func (s *Sharder) scanLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.scans:
+		}
+		found, err := s.scan(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.log.Error(err, "Could not scan the ring's objects; retrying", "ring", s.opts.Ring)
+			found = true
+		}
+		if found {
+			s.mu.Lock()
+			s.followUp = s.opts.Clock.Now().Add(5 * s.opts.Interval)
+			s.mu.Unlock()
 		}
 	}
 }
 
-func (s *Sharder) enqueue(r int, obj any) {
-	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return
+// scan reads every labelled object of the ring, a page at a time, and
+// queues those that must move: primaries first, so that the children of
+// a moving primary wait for it (waiting) rather than move before it is
+// handed over. It reports whether it found any.
+func (s *Sharder) scan(ctx context.Context) (bool, error) {
+	s.mu.Lock()
+	ring := s.ring
+	clear(s.waiting)
+	s.mu.Unlock()
+	shardLabel, drainLabel := ShardLabel(s.opts.Ring), DrainLabel(s.opts.Ring)
+	moving := map[item]bool{}
+	found := false
+	for _, primaries := range []bool{true, false} {
+		for i, sl := range s.slots {
+			if sl.res.Primary != primaries {
+				continue
+			}
+			err := s.list(ctx, i, func(m *metav1.PartialObjectMetadata) {
+				it := item{r: i, namespace: m.Namespace, name: m.Name}
+				current, draining := m.Labels[shardLabel], m.Labels[drainLabel] != ""
+				if primaries {
+					switch Decide(current, draining, ring.Owner(ringKey(m.Namespace, m.Name)), s.members.Alive) {
+					case Keep:
+						return
+					case Wait:
+						moving[it] = true
+						found = true
+						return
+					}
+					moving[it] = true
+					s.queueSnap(it, m)
+					found = true
+					return
+				}
+				owner, ok := s.primaryOwnerItem(m)
+				if !ok {
+					if current != ring.Owner(ringKey(m.Namespace, m.Name)) || draining || !s.members.Alive(current) {
+						s.queueSnap(it, m)
+						found = true
+					}
+					return
+				}
+				if current == ring.Owner(ringKey(owner.namespace, owner.name)) && !draining {
+					return
+				}
+				found = true
+				if moving[owner] {
+					s.wait(owner, it, m)
+					return
+				}
+				s.queueSnap(it, m)
+			})
+			if err != nil {
+				return found, err
+			}
+		}
 	}
-	s.queue.Add(item{r: r, namespace: m.Namespace, name: m.Name})
+	return found, nil
+}
+
+// list calls fn with every labelled object of slot r, a page at a time.
+func (s *Sharder) list(ctx context.Context, r int, fn func(*metav1.PartialObjectMetadata)) error {
+	sl := s.slots[r]
+	opts := metav1.ListOptions{LabelSelector: ShardLabel(s.opts.Ring), Limit: scanPage}
+	for {
+		l, err := resourceClient(s.opts.Metadata, sl.res.Resource, sl.ns).List(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", sl.res.Resource, err)
+		}
+		for i := range l.Items {
+			fn(&l.Items[i])
+		}
+		if l.Continue == "" {
+			return nil
+		}
+		opts.Continue = l.Continue
+	}
+}
+
+// queueSnap queues it with the object as read.
+func (s *Sharder) queueSnap(it item, m *metav1.PartialObjectMetadata) {
+	s.mu.Lock()
+	s.snaps[it] = s.slim(m)
+	s.mu.Unlock()
+	s.queue.Add(it)
+}
+
+// wait records child it, as read, to be labelled when owner is assigned.
+func (s *Sharder) wait(owner, it item, m *metav1.PartialObjectMetadata) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m != nil {
+		s.snaps[it] = s.slim(m)
+	}
+	if !slices.Contains(s.waiting[owner], it) {
+		s.waiting[owner] = append(s.waiting[owner], it)
+	}
 }
 
 // process handles one item; false once the queue shut down.
@@ -297,38 +493,70 @@ func (s *Sharder) process(ctx context.Context) bool {
 	return true
 }
 
-func (s *Sharder) get(r int, namespace, name string) *metav1.PartialObjectMetadata {
-	key := name
-	if namespace != "" {
-		key = namespace + "/" + name
+// fetch returns the object of it: as the last scan read it, or as the
+// informer of unlabelled objects holds it, or else as the API server has
+// it now; nil when it is gone.
+func (s *Sharder) fetch(ctx context.Context, it item) (*metav1.PartialObjectMetadata, error) {
+	s.mu.Lock()
+	m := s.snaps[it]
+	s.mu.Unlock()
+	if m != nil {
+		return m, nil
 	}
-	obj, ok, err := s.slots[r].inf.GetStore().GetByKey(key)
-	if err != nil || !ok {
-		return nil
+	sl := s.slots[it.r]
+	obj, ok, err := sl.inf.GetStore().GetByKey(storeKey(it.namespace, it.name))
+	if err == nil && ok {
+		if m, ok := obj.(*metav1.PartialObjectMetadata); ok && m.Labels[ShardLabel(s.opts.Ring)] == "" {
+			return m, nil
+		}
 	}
-	m, _ := obj.(*metav1.PartialObjectMetadata)
-	return m
+	m, err = resourceClient(s.opts.Metadata, sl.res.Resource, it.namespace).Get(ctx, it.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return s.slim(m), nil
 }
 
-// handle labels one object as Decide says.
+// forget drops what is known of it once handled, or found stale.
+func (s *Sharder) forget(it item) {
+	s.mu.Lock()
+	delete(s.snaps, it)
+	s.mu.Unlock()
+}
+
+// handle labels one object as Decide says, its children first.
 func (s *Sharder) handle(ctx context.Context, it item) error {
-	obj := s.get(it.r, it.namespace, it.name)
+	obj, err := s.fetch(ctx, it)
+	if err != nil {
+		return err
+	}
 	if obj == nil || obj.DeletionTimestamp != nil {
+		s.forget(it)
 		return nil
 	}
+	err = s.decide(ctx, it, obj)
+	if err == nil || apierrors.IsConflict(err) {
+		s.forget(it) // a conflict: read it again on the retry
+	}
+	return err
+}
+
+func (s *Sharder) decide(ctx context.Context, it item, obj *metav1.PartialObjectMetadata) error {
 	shardLabel, drainLabel := ShardLabel(s.opts.Ring), DrainLabel(s.opts.Ring)
 	current, draining := obj.Labels[shardLabel], obj.Labels[drainLabel] != ""
-	if owner := s.primaryOwner(it.r, obj); owner != nil {
-		// A child follows its owner once the owner is settled.
-		want := owner.Labels[shardLabel]
-		if want == "" || owner.Labels[drainLabel] != "" || (want == current && !draining) {
-			return nil
+	s.mu.Lock()
+	ring := s.ring
+	s.mu.Unlock()
+	if !s.slots[it.r].res.Primary {
+		want, ok, err := s.childTarget(ctx, it, obj, ring)
+		if err != nil || !ok || (want == current && !draining) {
+			return err
 		}
 		return s.label(ctx, it.r, obj, want)
 	}
-	s.mu.Lock()
-	desired := s.ring.Owner(obj.Namespace + "/" + obj.Name)
-	s.mu.Unlock()
+	desired := ring.Owner(ringKey(obj.Namespace, obj.Name))
 	switch Decide(current, draining, desired, s.members.Alive) {
 	case Assign:
 		if current != "" {
@@ -337,18 +565,8 @@ func (s *Sharder) handle(ctx context.Context, it item) error {
 				return err
 			}
 		}
-		if s.slots[it.r].res.Primary {
-			// Children first: the new owner's first Reconcile finds them.
-			for c, sl := range s.slots {
-				children, _ := sl.inf.GetIndexer().ByIndex(informer.ControllerIndex, informer.ControllerKey(s.slots[it.r].res.Kind, obj.Namespace, obj.Name))
-				for _, child := range children {
-					if m, ok := child.(*metav1.PartialObjectMetadata); ok && m.Labels[shardLabel] != desired {
-						if err := s.label(ctx, c, m, desired); err != nil {
-							return err
-						}
-					}
-				}
-			}
+		if err := s.assignChildren(ctx, it, desired); err != nil {
+			return err
 		}
 		if err := s.label(ctx, it.r, obj, desired); err != nil {
 			return err
@@ -361,6 +579,99 @@ func (s *Sharder) handle(ctx context.Context, it item) error {
 		s.observed(Drain)
 	}
 	return nil
+}
+
+// assignChildren labels the children waiting for primary it for member.
+// Those it could not label wait again.
+func (s *Sharder) assignChildren(ctx context.Context, it item, member string) error {
+	s.mu.Lock()
+	children := s.waiting[it]
+	delete(s.waiting, it)
+	s.mu.Unlock()
+	for i, c := range children {
+		err := s.assignChild(ctx, c, member)
+		if err != nil {
+			s.mu.Lock()
+			s.waiting[it] = append(s.waiting[it], children[i:]...)
+			s.mu.Unlock()
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Sharder) assignChild(ctx context.Context, c item, member string) error {
+	obj, err := s.fetch(ctx, c)
+	if err != nil || obj == nil {
+		return err
+	}
+	if obj.Labels[ShardLabel(s.opts.Ring)] == member && obj.Labels[DrainLabel(s.opts.Ring)] == "" {
+		s.forget(c)
+		return nil
+	}
+	err = s.label(ctx, c.r, obj, member)
+	if err == nil || apierrors.IsConflict(err) {
+		s.forget(c)
+	}
+	return err
+}
+
+// childTarget returns the member a non-primary object belongs to: its
+// primary owner's, once the owner is settled (ok false until then: it
+// waits for the owner, and is looked at again), or the ring's for its own
+// key when it has no primary owner, or for its owner's key when the owner
+// is gone.
+func (s *Sharder) childTarget(ctx context.Context, it item, obj *metav1.PartialObjectMetadata, ring Ring) (string, bool, error) {
+	owner, ok := s.primaryOwnerItem(obj)
+	if !ok {
+		return ring.Owner(ringKey(obj.Namespace, obj.Name)), true, nil
+	}
+	o, err := s.fetch(ctx, owner)
+	if err != nil {
+		return "", false, err
+	}
+	if o == nil {
+		return ring.Owner(ringKey(owner.namespace, owner.name)), true, nil
+	}
+	want := o.Labels[ShardLabel(s.opts.Ring)]
+	if want == "" || o.Labels[DrainLabel(s.opts.Ring)] != "" || !s.members.Alive(want) {
+		// Wait for the owner's assignment; look again in a while, in case
+		// it was assigned before this child was recorded.
+		s.wait(owner, it, nil)
+		s.queue.AddAfter(it, s.opts.Interval)
+		return "", false, nil
+	}
+	return want, true, nil
+}
+
+// primaryOwnerItem returns the item of obj's controlling owner when it is
+// of a primary resource the sharder watches in obj's namespace.
+func (s *Sharder) primaryOwnerItem(obj *metav1.PartialObjectMetadata) (item, bool) {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil {
+		return item{}, false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return item{}, false
+	}
+	for i, sl := range s.slots {
+		if sl.res.Primary && sl.res.Kind == (schema.GroupKind{Group: gv.Group, Kind: ref.Kind}) && (sl.ns == "" || sl.ns == obj.Namespace) {
+			return item{r: i, namespace: obj.Namespace, name: ref.Name}, true
+		}
+	}
+	return item{}, false
+}
+
+// ringKey is the ring's key of an object.
+func ringKey(namespace, name string) string { return namespace + "/" + name }
+
+// storeKey is an informer's key of an object: namespace/name, or name.
+func storeKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
 }
 
 // bury takes the Lease of member, whose objects the sharder is about to
@@ -400,30 +711,6 @@ func (s *Sharder) observed(a Action) {
 	if s.opts.Observe != nil {
 		s.opts.Observe.Labelled(a)
 	}
-}
-
-// primaryOwner returns obj's controlling owner when it is an object of a
-// primary resource in the cache.
-func (s *Sharder) primaryOwner(r int, obj *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
-	if s.slots[r].res.Primary {
-		return nil
-	}
-	ref := metav1.GetControllerOfNoCopy(obj)
-	if ref == nil {
-		return nil
-	}
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil {
-		return nil
-	}
-	for i, sl := range s.slots {
-		if sl.res.Primary && sl.res.Kind == (schema.GroupKind{Group: gv.Group, Kind: ref.Kind}) {
-			if o := s.get(i, obj.Namespace, ref.Name); o != nil {
-				return o
-			}
-		}
-	}
-	return nil
 }
 
 // label assigns obj to member, clearing any drain label.

@@ -121,7 +121,7 @@ func misses(c config, res *results, base baseline) []string {
 				s.n, i+1, fair, perKey, s.n, j.ratios[i], heapTarget/float64(s.n)))
 		}
 		if s.sharder >= 0 && !j.sharderMet {
-			out = append(out, fmt.Sprintf("N=%d, the sharder's replica: %.2f against %.2f: it caches its %d keys and the metadata of all %d objects.",
+			out = append(out, fmt.Sprintf("N=%d, the sharder's replica: %.2f against %.2f with its %d keys of %d (the sharder's own state: its queue, the objects a scan found to move, and the unlabelled objects).",
 				s.n, j.sharderRatio, heapTarget/float64(s.n), s.keys[s.sharder], c.n))
 		}
 	}
@@ -134,7 +134,7 @@ func misses(c config, res *results, base baseline) []string {
 		}
 	}
 	if m := metadataPerObject(res, c.n); m > 0 && len(out) > 0 {
-		out = append(out, fmt.Sprintf("The sharder's metadata cache: the sharder's replica holds about %.0f B per object of the ring beyond its own keys (its share less its keys at the other replicas' heap per key, ÷ %d objects, the mean over the stages with 2 or more replicas), against %.0f B per key for a whole cached ConfigMap in the singleton. Its informer of the sharded type is metadata-only, but keeps each object's whole ObjectMeta (annotations and managedFields included) where the sharder reads labels, owner references and the resourceVersion.",
+		out = append(out, fmt.Sprintf("The sharder's own state: the sharder's replica holds about %.0f B per object of the ring beyond its own keys (its share less its keys at the other replicas' heap per key, ÷ %d objects, the mean over the stages with 2 or more replicas), against %.0f B per key for a whole cached ConfigMap in the singleton. The sharder caches no labelled object: it watches only the unlabelled ones, and reads the labelled ones a page at a time when the members change.",
 			m, c.n, perKeyBase))
 	}
 	return out
@@ -220,7 +220,7 @@ func report(c config, res *results) string {
 	p("The singleton the ratios divide by: %s (capacity %.0f writes/s, %.1f MiB of heap for the ConfigMaps). ", base.name, base.capacity, base.share/(1<<20))
 	p("\"Sharded type\": heap in use after GC less an idle replica's (%.1f MiB sharded, %.1f MiB without sharding, measured before the ConfigMaps existed). ",
 		mib(res.idleSharded.HeapInuse), mib(res.idleUnsharded.HeapInuse))
-	p("\"Sharder\": the replica running the sharder, which also caches the metadata of every object of the ring (a metadata-only informer); \"others\": the other replicas (the mean share; the highest ratio).\n\n")
+	p("\"Sharder\": the replica running the sharder, which watches the unlabelled objects of the ring and reads the others a page at a time when the members change; \"others\": the other replicas (the mean share; the highest ratio).\n\n")
 	p("| replicas | keys per replica | capacity (writes/s) | ÷ (N × singleton) | ≥ %.1f | balance bound | heap in use per replica (MiB) | sharded type (MiB): sharder · others | ÷ singleton's: sharder · others | ≤ %.1f/N | met: sharder · others |\n", capacityTarget, heapTarget)
 	p("|--|--|--:|--:|--|--:|--|--|--|--:|--|\n")
 	rows := res.stages
@@ -302,8 +302,8 @@ func report(c config, res *results) string {
 			p("| kill -9, %d → %d | %d | %.2f | %.2f | the kill |\n", h.from, h.to, h.moved, h.first.Seconds(), h.last.Seconds())
 		}
 	}
-	p("\nA kill's handover cannot be shorter than the time the dead member's Lease takes to expire by the sharder's clock: %v after the last renewal it saw, which came up to one retry period (%v) before the kill; the sharder then buries the Lease and assigns the keys one by one. ", c.lease[0], c.lease[2])
-	p("A scale-up moves each key in three writes (drain label by the sharder, acknowledgement by the old owner, assignment by the sharder); the sharder makes its writes one at a time.\n\n")
+	p("\nA kill's handover cannot be shorter than the time the dead member's Lease takes to expire by the sharder's clock: %v after the last renewal it saw, which came up to one retry period (%v) before the kill; the sharder then buries the Lease and assigns the keys, up to 8 at once. ", c.lease[0], c.lease[2])
+	p("A scale-up moves each key in three writes (drain label by the sharder, acknowledgement by the old owner, assignment by the sharder); the sharder makes up to 8 writes at once, and each old owner acknowledges up to 16 keys at once.\n\n")
 
 	p("### Starts\n\n| replicas | launch → every key placed and reconciled (s) | drains during the start |\n|--:|--:|--:|\n")
 	for _, s := range res.stages {

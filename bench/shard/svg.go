@@ -162,7 +162,7 @@ func chart(c config, res *results) string {
 	})
 	notes := []string{
 		fmt.Sprintf("The singleton: %s. Left: the highest update rate whose p99 queue time (informer event → Reconcile start) stays ≤ 1 s.", baseName),
-		"Right: heap in use after GC less an idle replica's; the replica running the sharder also caches every object's metadata (a metadata-only informer).",
+		"Right: heap in use after GC less an idle replica's; the replica running the sharder also watches the ring's unlabelled objects.",
 		fmt.Sprintf("Thesis (timebertt/kubernetes-controller-sharding): 1 → 5 instances, %s → %s objects and %d → %d changes/s at its SLOs; %d MiB singleton vs %d–%d MiB per shard with 3 shards.",
 			comma(thesisObjects1), comma(thesisObjects5), thesisChanges1, thesisChanges5, thesisSingletonMiB, thesisShardMiBLo, thesisShard),
 	}

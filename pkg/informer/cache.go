@@ -36,6 +36,15 @@ type Options struct {
 	// TweakListOptions edits the list and watch options of every informer,
 	// for example to set a label or field selector.
 	TweakListOptions func(*metav1.ListOptions)
+	// OutOfScope, when set, reports whether the object a Write describes
+	// is certainly outside what the informers of w.Resource list and watch
+	// because of a wrapper of the rest config's transport, which the Cache
+	// cannot see (a manager with Options.Sharding narrows the sharded
+	// resources there). AwaitWrite then does not wait for that object once
+	// the informer holds nothing at its key, as for an object outside the
+	// namespaces and selectors the Cache knows. It is called for each
+	// awaited write, and must be fast and safe for concurrent use.
+	OutOfScope func(Write) bool
 	// Resync is the default resync period; 0 disables resync.
 	Resync time.Duration
 	// ResyncByType overrides Resync per Go type, keyed by an example object

@@ -137,7 +137,22 @@ func setUpSharding(opts *Options) (*sharding, error) {
 		}
 	}
 	opts.Informers.TweakListOptions = markInformers(opts.Informers.TweakListOptions)
-	return &sharding{opts: *so, ring: cmp.Or(so.Ring, opts.Name, DefaultName), member: newMember(so.Identity)}, nil
+	s := &sharding{opts: *so, ring: cmp.Or(so.Ring, opts.Name, DefaultName), member: newMember(so.Identity)}
+	userOutOfScope := opts.Informers.OutOfScope
+	opts.Informers.OutOfScope = func(w informer.Write) bool {
+		return s.outOfScope(w) || (userOutOfScope != nil && userOutOfScope(w))
+	}
+	return s, nil
+}
+
+// outOfScope is the cache's Options.OutOfScope: in the label mode, the
+// object of a write to a sharded resource that does not carry this
+// member's shard label is outside its informers (the shard filter adds
+// the label to their lists and watches), so a write to it need not wait
+// for them: a child created without Manager.ShardLabels reaches this
+// replica's cache only once the sharder has labelled it.
+func (s *sharding) outOfScope(w informer.Write) bool {
+	return s.filter != nil && s.filter.outsideLabel(w.Resource, w.Labels)
 }
 
 // startSharding resolves the sharding mode and sets the shard filter up;
@@ -306,6 +321,9 @@ func (d *drainer) run(ctx context.Context) error {
 				defer func() {
 					d.mu.Lock()
 					delete(d.busy, req)
+					if len(d.busy) == 0 {
+						d.busy = map[reconcile.Request]bool{}
+					}
 					d.mu.Unlock()
 					<-sem
 				}()
@@ -340,6 +358,11 @@ func (d *drainer) handOverOne(ctx context.Context, req reconcile.Request, seen t
 	}
 	d.mu.Lock()
 	delete(d.pending, req)
+	if len(d.pending) == 0 {
+		// A Go map keeps its buckets when emptied: after a scale-up that
+		// drained thousands of keys, give them back.
+		d.pending = make(map[reconcile.Request]time.Time)
+	}
 	d.mu.Unlock()
 }
 

@@ -76,6 +76,18 @@ func (f *shardFilter) useLabels(resources []schema.GroupVersionResource, term st
 	f.label = term
 }
 
+// outsideLabel reports whether, in the label mode, an object of resource
+// with labels l is outside the lists and watches the filter lets through.
+func (f *shardFilter) outsideLabel(resource schema.GroupVersionResource, l map[string]string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.label == "" || !f.resources[resource] {
+		return false
+	}
+	k, v, _ := strings.Cut(f.label, "=")
+	return l[k] != v
+}
+
 // useServer filters the lists and watches of resources by selector.
 func (f *shardFilter) useServer(resources []schema.GroupVersionResource, selector string) {
 	f.mu.Lock()

@@ -398,3 +398,46 @@ func TestShardingServerModeNeedsTheGate(t *testing.T) {
 		t.Fatalf("Run = %v, want an error saying the API server ignores shardSelector and naming the feature gate", err)
 	}
 }
+
+// TestShardingWriteOutsideTheShareDoesNotWait: in the label mode, a write
+// through a replica's client to an object of a sharded type that another
+// member owns returns at once. The replica's informers never see that
+// object (the shard filter adds its own label to their lists and
+// watches), so the write must not wait for them: it waited out the
+// read-your-own-writes timeout (10s) and returned a CacheLagError.
+func TestShardingWriteOutsideTheShareDoesNotWait(t *testing.T) {
+	ns := newNamespace(t)
+	rec := &spans{}
+	a, _ := startShardedReplica(t, ns, "a", rec)
+	b, _ := startShardedReplica(t, ns, "b", rec)
+	eventually(t, waitTimeout, func() bool { return a.Ready() && b.Ready() && a.Member() != "" && b.Member() != "" },
+		"both replicas ready")
+	ring := shard.NewRing(a.Member(), b.Member())
+	name := ""
+	for i := 0; name == ""; i++ {
+		if n := fmt.Sprintf("theirs-%d", i); ring.Owner(ns+"/"+n) == b.Member() {
+			name = n
+		}
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+		Labels: map[string]string{shard.ShardLabel("sharded"): b.Member()}}}
+	if err := a.Client().Create(t.Context(), cm); err != nil {
+		t.Fatalf("creating %s, labelled for the other member, through the first replica's client: %v", name, err)
+	}
+	cm.Data = map[string]string{"gen": "1"}
+	if err := a.Client().Update(t.Context(), cm); err != nil {
+		t.Fatalf("updating it: %v", err)
+	}
+	// Inside the share, the write still waits for the cache.
+	mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine", Labels: a.ShardLabels()}}
+	if err := a.Client().Create(t.Context(), mine); err != nil {
+		t.Fatal(err)
+	}
+	cms, err := informer.For[*corev1.ConfigMap](a.Cache())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Lister().Get(ns, "mine"); err != nil {
+		t.Errorf("right after creating a ConfigMap labelled for this replica: Get = %v, want it cached", err)
+	}
+}

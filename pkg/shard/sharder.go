@@ -383,7 +383,7 @@ func (s *Sharder) scanLoop(ctx context.Context) {
 func (s *Sharder) scan(ctx context.Context) (bool, error) {
 	s.mu.Lock()
 	ring := s.ring
-	clear(s.waiting)
+	s.waiting = map[item][]item{} // not clear: that keeps the buckets
 	s.mu.Unlock()
 	shardLabel, drainLabel := ShardLabel(s.opts.Ring), DrainLabel(s.opts.Ring)
 	moving := map[item]bool{}
@@ -522,8 +522,16 @@ func (s *Sharder) fetch(ctx context.Context, it item) (*metav1.PartialObjectMeta
 // forget drops what is known of it once handled, or found stale.
 func (s *Sharder) forget(it item) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.snaps[it]; !ok {
+		return
+	}
 	delete(s.snaps, it)
-	s.mu.Unlock()
+	if len(s.snaps) == 0 {
+		// A Go map keeps its buckets when emptied: after a scan that moved
+		// thousands of objects, give them back.
+		s.snaps = map[item]*metav1.PartialObjectMetadata{}
+	}
 }
 
 // handle labels one object as Decide says, its children first.
@@ -585,8 +593,11 @@ func (s *Sharder) decide(ctx context.Context, it item, obj *metav1.PartialObject
 // Those it could not label wait again.
 func (s *Sharder) assignChildren(ctx context.Context, it item, member string) error {
 	s.mu.Lock()
-	children := s.waiting[it]
+	children, ok := s.waiting[it]
 	delete(s.waiting, it)
+	if ok && len(s.waiting) == 0 {
+		s.waiting = map[item][]item{} // give the buckets back
+	}
 	s.mu.Unlock()
 	for i, c := range children {
 		err := s.assignChild(ctx, c, member)

@@ -504,7 +504,7 @@ func (s *Sharder) fetch(ctx context.Context, it item) (*metav1.PartialObjectMeta
 		return m, nil
 	}
 	sl := s.slots[it.r]
-	obj, ok, err := sl.inf.GetStore().GetByKey(storeKey(it.namespace, it.name))
+	obj, ok, err := sl.inf.GetStore().GetByKey(cache.NewObjectName(it.namespace, it.name).String())
 	if err == nil && ok {
 		if m, ok := obj.(*metav1.PartialObjectMetadata); ok && m.Labels[ShardLabel(s.opts.Ring)] == "" {
 			return m, nil
@@ -676,14 +676,6 @@ func (s *Sharder) primaryOwnerItem(obj *metav1.PartialObjectMetadata) (item, boo
 
 // ringKey is the ring's key of an object.
 func ringKey(namespace, name string) string { return namespace + "/" + name }
-
-// storeKey is an informer's key of an object: namespace/name, or name.
-func storeKey(namespace, name string) string {
-	if namespace == "" {
-		return name
-	}
-	return namespace + "/" + name
-}
 
 // bury takes the Lease of member, whose objects the sharder is about to
 // give away because the Lease looks expired (see buryMember).

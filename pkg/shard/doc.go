@@ -1,5 +1,6 @@
 // Package shard holds ctrlkit's sharding protocols: which member owns a
-// key (Ring, a consistent hash ring with VirtualNodes points per member),
+// key (Ring: rendezvous hashing in the label mode, a hash ring with
+// VirtualNodes points per member in the server-side mode),
 // which members are alive (Members, judged from their Leases by the local
 // clock), and how keys move between them, in one of two modes:
 //

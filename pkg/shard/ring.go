@@ -2,24 +2,39 @@ package shard
 
 import (
 	"cmp"
-	"encoding/binary"
-	"hash/fnv"
 	"slices"
 	"strconv"
 )
 
-// VirtualNodes is how many points each member has on a Ring: with 100, the
-// largest share of 2 to 10 members stays within about 20% of the mean.
+// VirtualNodes is how many points each member has on a Ring's hash
+// ranges (OwnerOfHash, Ranges): with 100, the largest share of 2 to 10
+// members stays within about 20% of the mean.
 const VirtualNodes = 100
 
-// Ring is a consistent hash ring: each member owns the keys whose hash
-// falls between the previous point and one of its VirtualNodes points.
-// Adding or removing one member of N moves about 1/N of the keys, all to
-// or from that member. Every replica computes the same Ring from the same
-// members, whatever their order. The zero value has no members and owns
-// nothing. A Ring is immutable, and safe for concurrent use.
+// Ring places keys on its members consistently: adding or removing one
+// member of N moves about 1/N of the keys, all to or from that member,
+// and every replica computes the same placement from the same members,
+// whatever their order. The zero value has no members and owns nothing.
+// A Ring is immutable, and safe for concurrent use.
+//
+// It places in two ways. Owner, for keys a client places itself (the
+// label mode), is rendezvous hashing: a key goes to the member whose hash
+// of (member, key) is highest, so each key picks its member independently
+// and the shares are as even as the keys allow (with 10,000 keys and 4
+// members, within a few percent of fair). OwnerOfHash and Ranges, for a
+// space the API server cuts into ranges (the server-side mode, whose
+// selector can only name ranges), are a hash ring with VirtualNodes
+// points per member: each member owns the hashes between the previous
+// point and one of its own, and the shares are only as even as the
+// points fall (within about 20%).
 type Ring struct {
-	points []point // sorted by hash
+	points  []point  // sorted by hash
+	members []member // sorted by name
+}
+
+type member struct {
+	name string
+	hash uint64
 }
 
 type point struct {
@@ -32,6 +47,10 @@ func NewRing(members ...string) Ring {
 	members = slices.Clone(members)
 	slices.Sort(members)
 	members = slices.Compact(members)
+	ms := make([]member, len(members))
+	for i, m := range members {
+		ms[i] = member{name: m, hash: hashString(m)}
+	}
 	pts := make([]point, 0, len(members)*VirtualNodes)
 	for _, m := range members {
 		for i := range VirtualNodes {
@@ -47,12 +66,23 @@ func NewRing(members ...string) Ring {
 		}
 		return cmp.Compare(a.member, b.member) // a tie must not depend on input order
 	})
-	return Ring{points: pts}
+	return Ring{points: pts, members: ms}
 }
 
-// Owner returns the member that owns key, or "" for a Ring without
-// members.
-func (r Ring) Owner(key string) string { return r.OwnerOfHash(hashString(key)) }
+// Owner returns the member that owns key by rendezvous hashing, or "" for
+// a Ring without members: the member with the highest weight, a mix of
+// the key's and the member's hashes (ties, which need equal 64-bit
+// weights, go to the first name).
+func (r Ring) Owner(key string) string {
+	k := hashString(key)
+	best, owner := uint64(0), ""
+	for _, m := range r.members {
+		if w := mix(k ^ m.hash); owner == "" || w > best {
+			best, owner = w, m.name
+		}
+	}
+	return owner
+}
 
 // OwnerOfHash returns the member that owns the hash h: the member of the
 // first point at or after h, going round past the largest. It is "" for a
@@ -113,21 +143,26 @@ func (r Ring) Ranges(member string) []Range {
 // Members returns the ring's members, sorted.
 func (r Ring) Members() []string {
 	var out []string
-	for _, p := range r.points {
-		if !slices.Contains(out, p.member) {
-			out = append(out, p.member)
-		}
+	for _, m := range r.members {
+		out = append(out, m.name)
 	}
-	slices.Sort(out)
 	return out
 }
 
 // hashString is FNV-1a, 64 bits, finished with splitmix64's mixer so that
 // keys differing in their last bytes land far apart.
 func hashString(s string) uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(s))
-	x := binary.BigEndian.Uint64(h.Sum(nil))
+	x := uint64(14695981039346656037) // FNV-1a's offset basis
+	for i := 0; i < len(s); i++ {
+		x ^= uint64(s[i])
+		x *= 1099511628211 // FNV-1a's prime
+	}
+	return mix(x)
+}
+
+// mix is splitmix64's finalizer, a bijection of 64 bits in which every
+// input bit flips about half the output bits.
+func mix(x uint64) uint64 {
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9
 	x ^= x >> 27

@@ -16,33 +16,48 @@ func keys(n int) []string {
 	return out
 }
 
-// TestRingBalance: with 100 virtual nodes no member of 2 to 6 owns more
-// than 1.3 times or less than 0.7 times its fair share of 20,000 keys.
+// TestRingBalance: Owner places 20,000 keys on 2 to 10 members with no
+// member outside 0.92–1.08 of its fair share, whatever the members are
+// called (fifty sets of names per size). With the 100 virtual nodes of
+// OwnerOfHash the busiest member of 4 held up to 1.26 of its share.
 func TestRingBalance(t *testing.T) {
 	ks := keys(20000)
-	for n := 2; n <= 6; n++ {
-		var members []string
-		for i := range n {
-			members = append(members, fmt.Sprintf("replica-%d-x7k2q", i))
-		}
-		r := shard.NewRing(members...)
-		count := map[string]int{}
-		for _, k := range ks {
-			count[r.Owner(k)]++
-		}
-		fair := float64(len(ks)) / float64(n)
-		for _, m := range members {
-			if share := float64(count[m]) / fair; share < 0.7 || share > 1.3 {
-				t.Errorf("%d members: %s owns %d keys, %.2f of its fair share", n, m, count[m], share)
+	worst := 0.0
+	for n := 2; n <= 10; n++ {
+		for set := range 50 {
+			var members []string
+			for i := range n {
+				members = append(members, fmt.Sprintf("replica-%d-%d", set, i))
+			}
+			r := shard.NewRing(members...)
+			count := map[string]int{}
+			for _, k := range ks {
+				count[r.Owner(k)]++
+			}
+			fair := float64(len(ks)) / float64(n)
+			for _, m := range members {
+				share := float64(count[m]) / fair
+				worst = max(worst, share)
+				if share < 0.92 || share > 1.08 {
+					t.Errorf("%d members: %s owns %d keys, %.3f of its fair share", n, m, count[m], share)
+				}
 			}
 		}
 	}
+	t.Logf("busiest member: %.3f of its fair share", worst)
 }
 
 // TestRingMovesOnlyTheNewMembersShare: adding a member moves about 1/N of
 // the keys, all to the new member; removing it moves them back.
 func TestRingMovesOnlyTheNewMembersShare(t *testing.T) {
 	ks := keys(20000)
+	// Removing a member moves only its keys.
+	abc, ac := shard.NewRing("a", "b", "c"), shard.NewRing("a", "c")
+	for _, k := range ks {
+		if before := abc.Owner(k); before != "b" && ac.Owner(k) != before {
+			t.Fatalf("key %s moved from %s to %s when b left", k, before, ac.Owner(k))
+		}
+	}
 	three := shard.NewRing("a", "b", "c")
 	four := shard.NewRing("c", "a", "d", "b") // order does not matter
 	again := shard.NewRing("b", "c", "a")
@@ -59,7 +74,7 @@ func TestRingMovesOnlyTheNewMembersShare(t *testing.T) {
 			t.Fatalf("key %s: the same members gave %s, then %s", k, before, back)
 		}
 	}
-	if frac := float64(moved) / float64(len(ks)); frac < 0.15 || frac > 0.35 {
+	if frac := float64(moved) / float64(len(ks)); frac < 0.23 || frac > 0.27 {
 		t.Errorf("adding a 4th member moved %.2f of the keys, want about 0.25", frac)
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -84,13 +83,15 @@ type Observer interface {
 // DrainLabel. One Sharder runs per ring, on the replica that holds the
 // sharder's Lease. Create it with NewSharder.
 //
-// A Sharder caches no labelled object: its informers watch only the
+// A Sharder caches no labelled object: it lists and watches only the
 // objects without a shard label (new ones, and those their last owner
-// acknowledged), which are few once the ring is settled. The labelled
-// objects are read, a page at a time, by a scan when the live members
-// change (and once more after a scan that found work), so the replica
-// that runs the sharder holds no more of the sharded types than the
-// others do.
+// acknowledged), which are few once the ring is settled, and keeps of
+// them only what it reads, in maps it gives back once they are empty.
+// The labelled objects are read, a page at a time, by a scan when the
+// live members change (and once more after a scan that found work). What
+// the replica running it still holds beyond its own keys, mostly heap
+// fragmentation from the writes of a large move, is measured by make
+// bench-shard.
 type Sharder struct {
 	opts    SharderOptions
 	members *Members
@@ -127,12 +128,12 @@ const sharderWorkers = 8
 // scanPage is how many objects a scan reads per request.
 const scanPage = 500
 
-// slot is one sharded resource in one namespace ("" for all), and the
-// informer of its unlabelled objects there.
+// slot is one sharded resource in one namespace ("" for all), and its
+// unlabelled objects there.
 type slot struct {
 	res Resource
 	ns  string
-	inf cache.SharedIndexInformer
+	new *unlabelled
 }
 
 // item is one object to look at: its slot's index and its key.
@@ -183,48 +184,38 @@ func (s *Sharder) Start(ctx context.Context) error {
 		return err
 	}
 	var slots []slot
+	shardLabel := ShardLabel(s.opts.Ring)
 	for _, r := range s.opts.Resources {
 		nss := r.Namespaces
 		if len(nss) == 0 {
 			nss = []string{metav1.NamespaceAll}
 		}
 		for _, ns := range nss {
-			inf, err := s.newInformer(r, ns)
-			if err != nil {
-				return err
-			}
-			slots = append(slots, slot{res: r, ns: ns, inf: inf})
-		}
-	}
-	shardLabel := ShardLabel(s.opts.Ring)
-	for i, sl := range slots {
-		enqueue := func(obj any) {
-			// The selector already leaves labelled objects out; a client
-			// that ignores it (a fake) must not make them look new.
-			if m, ok := obj.(*metav1.PartialObjectMetadata); ok && m.Labels[shardLabel] == "" {
-				s.queue.Add(item{r: i, namespace: m.Namespace, name: m.Name})
-			}
-		}
-		if _, err := sl.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    enqueue,
-			UpdateFunc: func(_, obj any) { enqueue(obj) },
-		}); err != nil {
-			return err
+			i := len(slots)
+			slots = append(slots, slot{res: r, ns: ns, new: &unlabelled{slim: s.slim, added: func(m *metav1.PartialObjectMetadata) {
+				// The selector already leaves labelled objects out; a
+				// client that ignores it (a fake) must not make them look
+				// new.
+				if m.Labels[shardLabel] == "" {
+					s.queue.Add(item{r: i, namespace: m.Namespace, name: m.Name})
+				}
+			}}})
 		}
 	}
 	s.slots = slots
-	infs := []cache.SharedIndexInformer{leases}
-	for _, sl := range slots {
-		infs = append(infs, sl.inf)
-	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for _, inf := range infs {
-		wg.Go(func() { inf.RunWithContext(runCtx) })
+	wg.Go(func() { leases.RunWithContext(runCtx) })
+	synced := []cache.InformerSynced{leases.HasSynced}
+	for _, sl := range slots {
+		rc := resourceClient(s.opts.Metadata, sl.res.Resource, sl.ns)
+		name := "sharder " + s.opts.Ring + ": unlabelled " + sl.res.Resource.GroupResource().String()
+		wg.Go(func() { sl.new.run(runCtx, name, "!"+shardLabel, rc) })
+		synced = append(synced, sl.new.hasSynced)
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced(infs)...) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
 	s.wantScan() // objects labelled for members that are gone
@@ -258,24 +249,6 @@ func (s *Sharder) Start(ctx context.Context) error {
 	}
 }
 
-// newInformer returns an informer, not started, of the metadata of r's
-// unlabelled objects in namespace ns, keeping of each only what the
-// sharder reads (slim).
-func (s *Sharder) newInformer(r Resource, ns string) (cache.SharedIndexInformer, error) {
-	selector := "!" + ShardLabel(s.opts.Ring)
-	inf := metadatainformer.NewFilteredMetadataInformer(s.opts.Metadata, r.Resource, ns, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.LabelSelector = selector }).Informer()
-	if err := inf.SetTransform(func(obj any) (any, error) {
-		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-			return s.slim(m), nil
-		}
-		return obj, nil
-	}); err != nil {
-		return nil, err
-	}
-	return inf, nil
-}
-
 // slim returns what the sharder reads of m: its key, uid,
 // resourceVersion (its patches are conditional on it), the ring's labels,
 // its controlling owner and its deletion timestamp.
@@ -292,14 +265,6 @@ func (s *Sharder) slim(m *metav1.PartialObjectMetadata) *metav1.PartialObjectMet
 	}
 	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
 		out.OwnerReferences = []metav1.OwnerReference{*ref}
-	}
-	return out
-}
-
-func synced(infs []cache.SharedIndexInformer) []cache.InformerSynced {
-	out := make([]cache.InformerSynced, len(infs))
-	for i, inf := range infs {
-		out[i] = inf.HasSynced
 	}
 	return out
 }
@@ -494,7 +459,7 @@ func (s *Sharder) process(ctx context.Context) bool {
 }
 
 // fetch returns the object of it: as the last scan read it, or as the
-// informer of unlabelled objects holds it, or else as the API server has
+// store of unlabelled objects holds it, or else as the API server has
 // it now; nil when it is gone.
 func (s *Sharder) fetch(ctx context.Context, it item) (*metav1.PartialObjectMetadata, error) {
 	s.mu.Lock()
@@ -504,7 +469,7 @@ func (s *Sharder) fetch(ctx context.Context, it item) (*metav1.PartialObjectMeta
 		return m, nil
 	}
 	sl := s.slots[it.r]
-	obj, ok, err := sl.inf.GetStore().GetByKey(cache.NewObjectName(it.namespace, it.name).String())
+	obj, ok, err := sl.new.GetByKey(cache.NewObjectName(it.namespace, it.name).String())
 	if err == nil && ok {
 		if m, ok := obj.(*metav1.PartialObjectMetadata); ok && m.Labels[ShardLabel(s.opts.Ring)] == "" {
 			return m, nil

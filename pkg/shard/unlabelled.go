@@ -1,0 +1,149 @@
+package shard
+
+import (
+	"context"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
+)
+
+// unlabelled is the store a reflector fills with the objects of one slot
+// that carry no shard label: new objects, and those their last owner
+// acknowledged. The sharder labels each soon after it arrives, so the
+// store is small once the ring is settled; but the first start over
+// objects never labelled, or a mass creation, fills it with thousands.
+// An informer would keep what such a burst made it grow (its store's
+// and its queue's maps, its handlers' buffers) for the life of the
+// process. This store is the only copy, slimmed (Sharder.slim), and
+// gives its map back once it is empty.
+//
+// It is the reflector's store, called from one goroutine; the sharder's
+// workers read it (GetByKey) concurrently.
+type unlabelled struct {
+	slim  func(*metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata
+	added func(*metav1.PartialObjectMetadata) // told of each object stored
+
+	mu     sync.Mutex
+	objs   map[string]*metav1.PartialObjectMetadata // by namespace/name; nil when empty
+	synced bool                                     // a first list was stored
+}
+
+var _ cache.ReflectorStore = (*unlabelled)(nil)
+
+// run lists and watches rc's objects that selector selects, until ctx
+// ends.
+func (u *unlabelled) run(ctx context.Context, name, selector string, rc metadata.ResourceInterface) {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return rc.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return rc.Watch(ctx, o)
+		},
+	}
+	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{}),
+		&metav1.PartialObjectMetadata{}, u, cache.ReflectorOptions{Name: name})
+	r.RunWithContext(ctx)
+}
+
+// hasSynced reports whether a first list was stored.
+func (u *unlabelled) hasSynced() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.synced
+}
+
+func storeKey(m *metav1.PartialObjectMetadata) string {
+	return cache.NewObjectName(m.Namespace, m.Name).String()
+}
+
+// put stores obj, slimmed; it reports what it stored, nil for an object
+// that is not metadata.
+func (u *unlabelled) put(obj any) *metav1.PartialObjectMetadata {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return nil
+	}
+	m = u.slim(m)
+	if u.objs == nil {
+		u.objs = map[string]*metav1.PartialObjectMetadata{}
+	}
+	u.objs[storeKey(m)] = m
+	return m
+}
+
+// Add stores obj and tells the sharder.
+func (u *unlabelled) Add(obj any) error {
+	u.mu.Lock()
+	m := u.put(obj)
+	u.mu.Unlock()
+	if m != nil {
+		u.added(m)
+	}
+	return nil
+}
+
+// Update stores obj and tells the sharder.
+func (u *unlabelled) Update(obj any) error { return u.Add(obj) }
+
+// Delete forgets obj: labelled, or deleted.
+func (u *unlabelled) Delete(obj any) error {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return nil
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.objs, storeKey(m))
+	if len(u.objs) == 0 {
+		u.objs = nil // a Go map keeps its buckets when emptied: give them back
+	}
+	return nil
+}
+
+// GetByKey returns the stored object with key namespace/name.
+func (u *unlabelled) GetByKey(key string) (any, bool, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	m, ok := u.objs[key]
+	if !ok {
+		return nil, false, nil
+	}
+	return m, true, nil
+}
+
+// Replace stores exactly list (a relist), and tells the sharder of each.
+func (u *unlabelled) Replace(list []any, _ string) error {
+	u.mu.Lock()
+	u.objs = nil
+	stored := make([]*metav1.PartialObjectMetadata, 0, len(list))
+	for _, obj := range list {
+		if m := u.put(obj); m != nil {
+			stored = append(stored, m)
+		}
+	}
+	u.synced = true
+	u.mu.Unlock()
+	for _, m := range stored {
+		u.added(m)
+	}
+	return nil
+}
+
+// Resync does nothing: nothing is periodically resynced.
+func (u *unlabelled) Resync() error { return nil }
+
+// noWatchList tells client-go's reflector to list rather than use the
+// WatchList stream, which would hold every object, unslimmed, in a store
+// of its own until its Replace.
+type noWatchList struct{}
+
+// IsWatchListSemanticsUnSupported reports that WatchList is not to be
+// used.
+func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }

@@ -1,0 +1,73 @@
+package shard
+
+import (
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func meta(name string) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name),
+		Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"big": "value"}}}
+}
+
+// TestUnlabelledStore: the store keeps each object slimmed, tells of
+// every object stored, forgets deleted ones, drops its map once empty, and
+// a Replace leaves exactly the list.
+func TestUnlabelledStore(t *testing.T) {
+	s := &Sharder{opts: SharderOptions{Ring: "web"}}
+	var told []string
+	u := &unlabelled{slim: s.slim, added: func(m *metav1.PartialObjectMetadata) { told = append(told, m.Name) }}
+	get := func(name string) *metav1.PartialObjectMetadata {
+		t.Helper()
+		obj, ok, err := u.GetByKey("ns/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return nil
+		}
+		return obj.(*metav1.PartialObjectMetadata)
+	}
+	if u.hasSynced() {
+		t.Fatal("synced before a list")
+	}
+	if err := u.Replace([]any{meta("a"), meta("b"), &corev1.ConfigMap{}}, "1"); err != nil {
+		t.Fatal(err)
+	}
+	if !u.hasSynced() || !slices.Equal(told, []string{"a", "b"}) {
+		t.Fatalf("after a list of a and b: synced %v, told %q", u.hasSynced(), told)
+	}
+	if m := get("a"); m == nil || m.UID != "uid-a" || m.Annotations != nil || m.Labels != nil {
+		t.Fatalf("a stored as %+v, want it slimmed (uid kept, no annotations, no labels but the ring's)", m)
+	}
+	if err := u.Update(meta("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.Add(meta("c")); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(told, []string{"a", "b", "a", "c"}) {
+		t.Fatalf("told %q", told)
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		if err := u.Delete(meta(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if get("a") != nil || u.objs != nil {
+		t.Fatalf("after deleting everything: a %v, map %v (want none, and the map given back)", get("a"), u.objs)
+	}
+	if err := u.Add(meta("d")); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.Replace([]any{meta("e")}, "2"); err != nil {
+		t.Fatal(err)
+	}
+	if get("d") != nil || get("e") == nil {
+		t.Fatalf("after a relist of e alone: d %v, e %v", get("d"), get("e"))
+	}
+}

@@ -317,3 +317,36 @@ func TestChart(t *testing.T) {
 		t.Errorf("%d circles, want 18", circles)
 	}
 }
+
+// TestReportAfterTheSearch: the heap after the capacity search is judged
+// against the singleton's after its own search, with each replica's in use
+// ÷ live; stages without that measurement are left out.
+func TestReportAfterTheSearch(t *testing.T) {
+	c, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mb = 1 << 20
+	hc := func(inUse, alloc float64) heapStats {
+		return heapStats{HeapInuse: uint64(inUse * mb), HeapAlloc: uint64(alloc * mb)}
+	}
+	res := fakeResults()
+	res.idleSharded, res.idleUnsharded = hc(4, 3), hc(3, 2)
+	res.unsharded.churned = []heapStats{hc(23, 21)}          // share 20, live 19
+	res.stages[3].churned = []heapStats{hc(9.6, 8), hc(9, 8)} // shares 5.6 (0.28) and 5 (0.25), live 5 and 5
+	out := report(c, res)
+	for _, w := range []string{
+		"### Heap after the capacity search",
+		"| 1, no sharding | 0.2 | 23.0 | 1.00 | 1.20 | – | 1.05 |",
+		"| 4 | 0.8 | 9.6ˢ, 9.0 | 0.28 · 0.25 | 0.30 | yes · yes | 1.12 · 1.00 |",
+	} {
+		if !strings.Contains(out, w) {
+			t.Errorf("the report does not contain %q", w)
+		}
+	}
+	section := out[strings.Index(out, "### Heap after the capacity search"):]
+	section = section[:strings.Index(section, "### Heap per replica")]
+	if strings.Contains(section, "| 2 |") {
+		t.Error("the section has a row for N=2, which was not measured after its search")
+	}
+}

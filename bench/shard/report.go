@@ -273,6 +273,10 @@ func report(c config, res *results) string {
 		p("\n")
 	}
 
+	if res.unsharded != nil && len(res.unsharded.churned) == 1 {
+		churnedReport(p, c, res)
+	}
+
 	p("### Heap per replica\n\n")
 	p("After two forced GCs, with the keys placed and reconciled. `HeapInuse` is what the targets are judged on; `HeapAlloc` counts only the bytes of live objects, so the difference is room in spans that hold some live object (fragmentation: a replica that received its keys one by one, as watch events between other allocations, packs them less densely than one that listed them). Per key: the sharded type's share ÷ the replica's keys.\n\n")
 	p("| replicas | replica | keys | HeapInuse (MiB) | HeapAlloc (MiB) | sharded type, in use (MiB) | sharded type, live (MiB) | in use per key (B) | live per key (B) |\n|--|--|--:|--:|--:|--:|--:|--:|--:|\n")
@@ -365,4 +369,60 @@ func comma(n int) string {
 		return s
 	}
 	return s[:len(s)-3] + "," + s[len(s)-3:]
+}
+
+// churnedReport is the section on the heap once the capacity search is
+// over, against the singleton's after its own search.
+func churnedReport(p func(string, ...any), c config, res *results) {
+	u := res.unsharded
+	base := share(u.churned[0], res.idleUnsharded)
+	p("### Heap after the capacity search\n\n")
+	p("The table above measures each replica just after the sharder placed every key: its hard case, since the replica running the sharder then holds the garbage of 10,000 label writes between its keys. ")
+	p("Here the same measurement is taken once the capacity search is over, when the driver's round-robin writes have replaced the cached objects (the writes sent per key are in the table) on every replica alike, the singleton included: the state of a replica in service. ")
+	p("The ratios divide by the singleton's sharded type after its own search, %.1f MiB.\n\n", base/(1<<20))
+	p("| replicas | writes sent per key | heap in use per replica (MiB) | ÷ singleton's: sharder · others (highest) | ≤ %.1f/N | met: sharder · others | in use ÷ live: sharder · others (mean) |\n|--|--:|--|--|--:|--|--|\n", heapTarget)
+	for _, s := range append([]stageResult{*u}, res.stages...) {
+		if len(s.churned) != len(s.heaps) {
+			continue
+		}
+		idle := idleOf(s, res)
+		sent := 0.0
+		for _, st := range s.cap.steps {
+			sent += st.achieved * c.hold.Seconds()
+		}
+		name := fmt.Sprint(s.n)
+		if !s.sharded {
+			name = "1, no sharding"
+		}
+		first := max(s.sharder, 0)
+		heaps := make([]string, len(s.churned))
+		var sharderRatio, worst, sharderDensity, densitySum float64
+		others := 0
+		for i, h := range s.churned {
+			heaps[i] = fmt.Sprintf("%.1f", mib(h.HeapInuse))
+			if i == s.sharder {
+				heaps[i] += "ˢ"
+			}
+			r := share(h, idle) / base
+			density := share(h, idle) / (float64(h.HeapAlloc) - float64(idle.HeapAlloc))
+			if i == first {
+				sharderRatio, sharderDensity = r, density
+				continue
+			}
+			worst = max(worst, r)
+			densitySum += density
+			others++
+		}
+		ratios, met, dens := fmt.Sprintf("%.2f", sharderRatio), yes(sharderRatio <= heapTarget/float64(s.n)), fmt.Sprintf("%.2f", sharderDensity)
+		if others > 0 {
+			ratios += fmt.Sprintf(" · %.2f", worst)
+			met += " · " + yes(worst <= heapTarget/float64(s.n))
+			dens += fmt.Sprintf(" · %.2f", densitySum/float64(others))
+		}
+		if s.n == 1 {
+			met = "–"
+		}
+		p("| %s | %.1f | %s | %s | %.2f | %s | %s |\n", name, sent/float64(c.n), strings.Join(heaps, ", "), ratios, heapTarget/float64(s.n), met, dens)
+	}
+	p("\nˢ the replica running the sharder.\n\n")
 }

@@ -20,6 +20,7 @@ type stageResult struct {
 	drains  float64       // drain labels the sharder wrote during the start: members that joined after it assigned
 	keys    []int         // keys owned per replica, in start order
 	heaps   []heapStats   // per replica, after GC, with the keys synced
+	churned []heapStats   // per replica, after GC, once the capacity search is over
 	sharder int           // index of the replica running the sharder; -1 when none
 	cap     capacity
 	scaleUp *handover // N → N+1, when measured
@@ -248,6 +249,15 @@ func (b *bench) runStage(ctx context.Context, f *fleet, sharded bool, count int,
 		return res, err
 	}
 	b.logf("  capacity: %.1f writes/s (rate %.0f/s)", res.cap.best.achieved, res.cap.best.rate)
+	for _, p := range ps {
+		h, err := p.heap(ctx)
+		if err != nil {
+			return res, err
+		}
+		res.churned = append(res.churned, h)
+	}
+	b.logf("  after the capacity search: heap in use MiB %s, live %s", mibList(res.churned, func(h heapStats) uint64 { return h.HeapInuse }),
+		mibList(res.churned, func(h heapStats) uint64 { return h.HeapAlloc }))
 	if !sharded {
 		return res, nil
 	}

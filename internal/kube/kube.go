@@ -1,6 +1,6 @@
-// Package kube holds what ctrlkit's client and cache both need of
-// client-go and have no public meaning: which types are client-go's own,
-// and a REST client for one group version.
+// Package kube holds what ctrlkit's packages need of client-go and have
+// no public meaning: which types are client-go's own, a REST client for
+// one group version, and a ListWatch whose requests are narrowed.
 package kube
 
 import (

@@ -16,13 +16,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/ctrlkit/ctrlkit/internal/kube"
 )
 
 // SharedOptions configure NewShared. Namespace, SecretName and a name to
@@ -247,18 +247,9 @@ func (s *Shared) secretInformer(log logr.Logger, poke func()) cache.Controller {
 	secrets := s.kube.CoreV1().Secrets(s.opts.Namespace)
 	byName := fields.OneTermEqualSelector("metadata.name", s.opts.SecretName).String()
 	_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
-		Logger: &log,
-		ListerWatcher: &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				o.FieldSelector = byName
-				return secrets.List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				o.FieldSelector = byName
-				return secrets.Watch(ctx, o)
-			},
-		},
-		ObjectType: &corev1.Secret{},
+		Logger:        &log,
+		ListerWatcher: kube.ListWatch(func(o *metav1.ListOptions) { o.FieldSelector = byName }, secrets.List, secrets.Watch),
+		ObjectType:    &corev1.Secret{},
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { poke() },
 			UpdateFunc: func(any, any) { poke() },

@@ -5,10 +5,10 @@ import (
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/ctrlkit/ctrlkit/internal/kube"
 )
 
 // unlabelled is the store a reflector fills with the objects of one slot
@@ -37,16 +37,7 @@ var _ cache.ReflectorStore = (*unlabelled)(nil)
 // run lists and watches rc's objects that selector selects, until ctx
 // ends.
 func (u *unlabelled) run(ctx context.Context, name, selector string, rc metadata.ResourceInterface) {
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = selector
-			return rc.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = selector
-			return rc.Watch(ctx, o)
-		},
-	}
+	lw := kube.ListWatch(func(o *metav1.ListOptions) { o.LabelSelector = selector }, rc.List, rc.Watch)
 	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{}),
 		&metav1.PartialObjectMetadata{}, u, cache.ReflectorOptions{Name: name})
 	r.RunWithContext(ctx)

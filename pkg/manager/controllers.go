@@ -239,9 +239,10 @@ func (m *Manager) feed(c *controller, watches []Watch) error {
 // stops taking keys, waits for its in-flight reconciles as a shutdown
 // does (up to Options.ShutdownTimeout), removes its event handlers, shuts
 // its queue down and releases its informers, so that an informer no other
-// controller uses stops and frees its objects. It may be called before,
-// during or after Run, and blocks until all of that is done; it must not
-// be called from the controller's own Reconcile, which it would wait for.
+// controller uses stops and frees its objects, and deletes its metric
+// series. It may be called before, during or after Run, and blocks until
+// all of that is done; it must not be called from the controller's own
+// Reconcile, which it would wait for.
 // The name may then be used again. It fails if no controller has that
 // name.
 func (m *Manager) RemoveController(name string) error {
@@ -257,6 +258,14 @@ func (m *Manager) RemoveController(name string) error {
 	c.remove(errRemoved)
 	c.runs.Wait()
 	c.dismantle()
+	m.mu.Lock()
+	if !slices.ContainsFunc(m.controllers, func(c *controller) bool { return c.ctrl.Name() == name }) {
+		// Its series go with it, unless a controller of the same name was
+		// added meanwhile, which carries them on.
+		m.rMetrics.Forget(name)
+		m.qMetrics.Forget(name)
+	}
+	m.mu.Unlock()
 	m.log.Info("Controller removed", "controller", name)
 	return nil
 }

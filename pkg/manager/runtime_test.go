@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
@@ -201,6 +202,57 @@ func TestReadsGateReconciles(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
+// TestRemoveControllerDropsItsSeries: once a controller is removed, no
+// series of the manager's registry names it (its reconcile and queue
+// series), while the series of another controller stay.
+func TestRemoveControllerDropsItsSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := newManager(t, fake.NewClientset(configMap("default", "a")), manager.Options{Registry: reg})
+	cms := configMaps(t, m)
+	keep, gone := newRecorder(), newRecorder()
+	for name, rec := range map[string]*recorder{"keep": keep, "gone": gone} {
+		if _, err := m.AddController(name, rec, manager.ControllerOptions{}, manager.Watch{Source: cms}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := run(t, m)
+	eventually(t, "both controllers to reconcile default/a", func() bool { return keep.saw("default/a") && gone.saw("default/a") })
+	named := func(controller string) []string {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, mf := range mfs {
+			for _, s := range mf.GetMetric() {
+				for _, l := range s.GetLabel() {
+					if (l.GetName() == "controller" || l.GetName() == "name") && l.GetValue() == controller {
+						out = append(out, mf.GetName())
+						break
+					}
+				}
+			}
+		}
+		return out
+	}
+	if len(named("gone")) == 0 {
+		t.Fatal("no series names the controller before its removal: the test could not see one left behind")
+	}
+	if err := m.RemoveController("gone"); err != nil {
+		t.Fatal(err)
+	}
+	if left := named("gone"); len(left) != 0 {
+		t.Errorf("after RemoveController, series of %q remain in %q", "gone", left)
+	}
+	if len(named("keep")) == 0 {
+		t.Error("removing one controller deleted the other's series")
 	}
 	if err := r.stop(t); err != nil {
 		t.Fatalf("Run = %v", err)

@@ -83,6 +83,21 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
+// Forget deletes every series of the controller named name, once it is
+// gone for good (a manager's RemoveController): a controller that stops
+// and starts again under the same name, as after a lost lease, keeps its
+// series and counts on. A nil receiver does nothing.
+func (m *Metrics) Forget(name string) {
+	if m == nil {
+		return
+	}
+	for _, v := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{m.total, m.errors, m.terminalErrors, m.panics, m.timeouts, m.duration, m.maxWorkers, m.activeWorkers, m.eventToStart} {
+		v.DeletePartialMatch(prometheus.Labels{"controller": name})
+	}
+}
+
 // controllerMetrics are one controller's series, resolved once so the hot
 // path does no label lookups.
 type controllerMetrics struct {

@@ -173,6 +173,24 @@ func (m *Metrics) forQueue(name string, snapshot func() queueSnapshot) {
 	m.queues[name] = e
 }
 
+// Forget deletes every series of the queue named name, once it is gone
+// for good (a manager's RemoveController): a queue that replaces one of
+// the same name otherwise continues its series (forQueue). A nil receiver
+// does nothing.
+func (m *Metrics) Forget(name string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	delete(m.queues, name)
+	m.mu.Unlock()
+	for _, v := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{m.depth, m.adds, m.latency, m.workDuration, m.unfinished, m.longestRunning, m.retries} {
+		v.DeletePartialMatch(prometheus.Labels{"name": name})
+	}
+}
+
 // collector is how a Metrics reaches its registry; it keeps Describe and
 // Collect out of Metrics's API.
 type collector struct{ m *Metrics }

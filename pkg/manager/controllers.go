@@ -244,7 +244,8 @@ func (m *Manager) feed(c *controller, watches []Watch) error {
 // all of that is done; it must not be called from the controller's own
 // Reconcile, which it would wait for.
 // The name may then be used again. It fails if no controller has that
-// name.
+// name, and for a sharded controller while Run runs (sharded controllers
+// are fixed at Run, see Options.Sharding).
 func (m *Manager) RemoveController(name string) error {
 	m.mu.Lock()
 	i := slices.IndexFunc(m.controllers, func(c *controller) bool { return c.ctrl.Name() == name })
@@ -253,6 +254,10 @@ func (m *Manager) RemoveController(name string) error {
 		return fmt.Errorf("manager: RemoveController(%q): no controller has that name", name)
 	}
 	c := m.controllers[i]
+	if c.drainer != nil && m.runCtx != nil {
+		m.mu.Unlock()
+		return fmt.Errorf("manager: RemoveController(%q): a sharded controller cannot be removed while Run runs: the sharder would go on giving this replica its keys, which no replica would then reconcile; stop the replica instead", name)
+	}
 	m.controllers = slices.Delete(m.controllers, i, i+1)
 	m.mu.Unlock()
 	c.remove(errRemoved)

@@ -47,7 +47,8 @@ type ShardingOptions struct {
 	Identity string
 	// Controllers names the sharded controllers. Each must watch its
 	// primary type once with no Map (informer.ObjectKey), and reconcile
-	// keys of that type.
+	// keys of that type. They are fixed at Run: AddController refuses one
+	// while Run runs, and RemoveController too.
 	Controllers []string
 	// Primary are example objects of the sharded controllers' primary
 	// types, such as &v1alpha1.Website{}: each is assigned by its own

@@ -88,3 +88,40 @@ func TestShardingOptions(t *testing.T) {
 		t.Errorf("a valid sharded controller: %v", err)
 	}
 }
+
+// TestShardedControllersAreFixedWhileRunning: while Run runs, a sharded
+// controller can be neither added nor removed (the sharder would go on
+// assigning the removed one's keys to this replica, and nobody would
+// reconcile them); a controller that is not sharded still can, and a
+// sharded one can be removed once Run has returned.
+func TestShardedControllersAreFixedWhileRunning(t *testing.T) {
+	m, err := shardedManager(t, &manager.ShardingOptions{Namespace: "ns", Mode: manager.ShardingLabels,
+		Controllers: []string{"cms", "late"}, Primary: []runtime.Object{&corev1.ConfigMap{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := configMaps(t, m)
+	if _, err := m.AddController("cms", newRecorder(), manager.ControllerOptions{}, manager.Watch{Source: cms}); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, m)
+	eventually(t, "the manager to be ready", m.Ready)
+	if _, err := m.AddController("late", newRecorder(), manager.ControllerOptions{}, manager.Watch{Source: cms}); err == nil || !strings.Contains(err.Error(), "add sharded controllers before Run") {
+		t.Errorf("AddController of a sharded controller while Run runs: %v, want a refusal", err)
+	}
+	if err := m.RemoveController("cms"); err == nil || !strings.Contains(err.Error(), "a sharded controller cannot be removed while Run runs") {
+		t.Errorf("RemoveController of a sharded controller while Run runs: %v, want a refusal", err)
+	}
+	if _, err := m.AddController("plain", newRecorder(), manager.ControllerOptions{EveryReplica: true}, manager.Watch{Source: cms}); err != nil {
+		t.Fatalf("a controller that is not sharded, added while Run runs: %v", err)
+	}
+	if err := m.RemoveController("plain"); err != nil {
+		t.Errorf("a controller that is not sharded, removed while Run runs: %v", err)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if err := m.RemoveController("cms"); err != nil {
+		t.Errorf("RemoveController of a sharded controller after Run: %v", err)
+	}
+}

@@ -88,10 +88,10 @@ type Observer interface {
 // acknowledged), which are few once the ring is settled, and keeps of
 // them only what it reads, in maps it gives back once they are empty.
 // The labelled objects are read, a page at a time, by a scan when the
-// live members change (and once more after a scan that found work). What
-// the replica running it still holds beyond its own keys, mostly heap
-// fragmentation from the writes of a large move, is measured by make
-// bench-shard.
+// live members change (and once more after a scan that queued work, once
+// that work is done). What the replica running it still holds beyond its
+// own keys, mostly heap fragmentation from the writes of a large move, is
+// measured by make bench-shard.
 type Sharder struct {
 	opts    SharderOptions
 	members *Members
@@ -107,8 +107,9 @@ type Sharder struct {
 	// it when it is assigned: children first, so that the new member's
 	// first Reconcile of the owner finds them.
 	waiting map[item][]item
-	// followUp, when not zero, is when the next scan is due: the last one
-	// found work, and objects may have changed while it was done.
+	// followUp, when not zero, is when the next scan is due once the queue
+	// has drained: the last one found work, and objects may have changed
+	// while it was done.
 	followUp time.Time
 
 	slots  []slot // a resource of opts.Resources in one of its namespaces
@@ -236,8 +237,11 @@ func (s *Sharder) Start(ctx context.Context) error {
 			return nil
 		case <-t.C():
 			s.judge()
+			// Not while the work the last scan found is still queued: a
+			// scan then would only read every object again to queue the
+			// same ones.
 			s.mu.Lock()
-			due := !s.followUp.IsZero() && !s.opts.Clock.Now().Before(s.followUp)
+			due := !s.followUp.IsZero() && !s.opts.Clock.Now().Before(s.followUp) && s.queue.Len() == 0
 			if due {
 				s.followUp = time.Time{}
 			}
@@ -344,7 +348,7 @@ func (s *Sharder) scanLoop(ctx context.Context) {
 // scan reads every labelled object of the ring, a page at a time, and
 // queues those that must move: primaries first, so that the children of
 // a moving primary wait for it (waiting) rather than move before it is
-// handed over. It reports whether it found any.
+// handed over. It reports whether it queued any.
 func (s *Sharder) scan(ctx context.Context) (bool, error) {
 	s.mu.Lock()
 	ring := s.ring
@@ -366,8 +370,10 @@ func (s *Sharder) scan(ctx context.Context) (bool, error) {
 					case Keep:
 						return
 					case Wait:
+						// Its owner's acknowledgement makes it unlabelled,
+						// which the watch of unlabelled objects sees: no
+						// scan needs to look again.
 						moving[it] = true
-						found = true
 						return
 					}
 					moving[it] = true
@@ -386,11 +392,11 @@ func (s *Sharder) scan(ctx context.Context) (bool, error) {
 				if current == ring.Owner(ringKey(owner.namespace, owner.name)) && !draining {
 					return
 				}
-				found = true
 				if moving[owner] {
-					s.wait(owner, it, m)
+					s.wait(owner, it, m) // labelled when its owner is assigned
 					return
 				}
+				found = true
 				s.queueSnap(it, m)
 			})
 			if err != nil {

@@ -332,7 +332,7 @@ func TestReportAfterTheSearch(t *testing.T) {
 	}
 	res := fakeResults()
 	res.idleSharded, res.idleUnsharded = hc(4, 3), hc(3, 2)
-	res.unsharded.churned = []heapStats{hc(23, 21)}          // share 20, live 19
+	res.unsharded.churned = []heapStats{hc(23, 21)}           // share 20, live 19
 	res.stages[3].churned = []heapStats{hc(9.6, 8), hc(9, 8)} // shares 5.6 (0.28) and 5 (0.25), live 5 and 5
 	out := report(c, res)
 	for _, w := range []string{

@@ -53,7 +53,7 @@ func TestScanCountsOnlyQueuedWork(t *testing.T) {
 	}
 	s.judge()
 	for _, r := range s.opts.Resources {
-		s.slots = append(s.slots, slot{res: r, new: &unlabelled{slim: s.slim, added: func(*metav1.PartialObjectMetadata) {}}})
+		s.slots = append(s.slots, slot{res: r, unlabelled: &unlabelled{slim: s.slim, added: func(*metav1.PartialObjectMetadata) {}}})
 	}
 
 	found, err := s.scan(t.Context())

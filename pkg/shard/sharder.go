@@ -132,9 +132,9 @@ const scanPage = 500
 // slot is one sharded resource in one namespace ("" for all), and its
 // unlabelled objects there.
 type slot struct {
-	res Resource
-	ns  string
-	new *unlabelled
+	res        Resource
+	ns         string
+	unlabelled *unlabelled
 }
 
 // item is one object to look at: its slot's index and its key.
@@ -193,7 +193,7 @@ func (s *Sharder) Start(ctx context.Context) error {
 		}
 		for _, ns := range nss {
 			i := len(slots)
-			slots = append(slots, slot{res: r, ns: ns, new: &unlabelled{slim: s.slim, added: func(m *metav1.PartialObjectMetadata) {
+			slots = append(slots, slot{res: r, ns: ns, unlabelled: &unlabelled{slim: s.slim, added: func(m *metav1.PartialObjectMetadata) {
 				// The selector already leaves labelled objects out; a
 				// client that ignores it (a fake) must not make them look
 				// new.
@@ -213,8 +213,8 @@ func (s *Sharder) Start(ctx context.Context) error {
 	for _, sl := range slots {
 		rc := resourceClient(s.opts.Metadata, sl.res.Resource, sl.ns)
 		name := "sharder " + s.opts.Ring + ": unlabelled " + sl.res.Resource.GroupResource().String()
-		wg.Go(func() { sl.new.run(runCtx, name, "!"+shardLabel, rc) })
-		synced = append(synced, sl.new.hasSynced)
+		wg.Go(func() { sl.unlabelled.run(runCtx, name, "!"+shardLabel, rc) })
+		synced = append(synced, sl.unlabelled.hasSynced)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
@@ -475,7 +475,7 @@ func (s *Sharder) fetch(ctx context.Context, it item) (*metav1.PartialObjectMeta
 		return m, nil
 	}
 	sl := s.slots[it.r]
-	obj, ok, err := sl.new.GetByKey(cache.NewObjectName(it.namespace, it.name).String())
+	obj, ok, err := sl.unlabelled.GetByKey(cache.NewObjectName(it.namespace, it.name).String())
 	if err == nil && ok {
 		if m, ok := obj.(*metav1.PartialObjectMetadata); ok && m.Labels[ShardLabel(s.opts.Ring)] == "" {
 			return m, nil

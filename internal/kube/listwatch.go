@@ -30,3 +30,14 @@ func ListWatch[L runtime.Object](tweak func(*metav1.ListOptions),
 		},
 	}
 }
+
+// NoWatchList makes client-go's reflectors and informers list rather than
+// use the WatchList stream: client-go asks the client (or ListerWatcher)
+// it is built on whether it supports WatchList semantics
+// (watchlist.DoesClientNotSupportWatchListSemantics). Embed it in a
+// client, or pass it to cache.ToListWatcherWithWatchListSemantics.
+type NoWatchList struct{}
+
+// IsWatchListSemanticsUnSupported reports that WatchList is not to be
+// used.
+func (NoWatchList) IsWatchListSemanticsUnSupported() bool { return true }

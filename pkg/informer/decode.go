@@ -162,7 +162,7 @@ func typedInformer(rc rest.Interface, decoder runtime.Decoder, newList func() ru
 				VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
 		},
 	}
-	inf = cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{}),
+	inf = cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, kube.NoWatchList{}),
 		reflect.New(rt.Elem()).Interface().(runtime.Object),
 		cache.SharedIndexInformerOptions{
 			ResyncPeriod:      resync,

@@ -5,6 +5,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+
+	"github.com/ctrlkit/ctrlkit/internal/kube"
 )
 
 // How an informer fills its cache. client-go v0.37's reflectors stream the
@@ -20,29 +22,20 @@ import (
 // client-go's behaviour: at the last resourceVersion seen, or, when that
 // has expired, consistent and paginated.
 
-// noWatchList makes client-go's informers list rather than use WatchList:
-// client-go asks the client an informer is built on whether it supports
-// WatchList semantics (watchlist.DoesClientNotSupportWatchListSemantics).
-type noWatchList struct{}
-
-// IsWatchListSemanticsUnSupported reports that WatchList is not to be
-// used.
-func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }
-
 // listingKube, listingDynamic and listingMetadata are clients whose
-// informers list (noWatchList).
+// informers list (kube.NoWatchList).
 type (
 	listingKube struct {
 		kubernetes.Interface
-		noWatchList
+		kube.NoWatchList
 	}
 	listingDynamic struct {
 		dynamic.Interface
-		noWatchList
+		kube.NoWatchList
 	}
 	listingMetadata struct {
 		metadata.Interface
-		noWatchList
+		kube.NoWatchList
 	}
 )
 

@@ -475,13 +475,10 @@ func (s *Sharder) fetch(ctx context.Context, it item) (*metav1.PartialObjectMeta
 		return m, nil
 	}
 	sl := s.slots[it.r]
-	obj, ok, err := sl.unlabelled.GetByKey(cache.NewObjectName(it.namespace, it.name).String())
-	if err == nil && ok {
-		if m, ok := obj.(*metav1.PartialObjectMetadata); ok && m.Labels[ShardLabel(s.opts.Ring)] == "" {
-			return m, nil
-		}
+	if m := sl.unlabelled.get(it.namespace, it.name); m != nil && m.Labels[ShardLabel(s.opts.Ring)] == "" {
+		return m, nil
 	}
-	m, err = resourceClient(s.opts.Metadata, sl.res.Resource, it.namespace).Get(ctx, it.name, metav1.GetOptions{})
+	m, err := resourceClient(s.opts.Metadata, sl.res.Resource, it.namespace).Get(ctx, it.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	} else if err != nil {

@@ -22,23 +22,25 @@ import (
 // gives its map back once it is empty.
 //
 // It is the reflector's store, called from one goroutine; the sharder's
-// workers read it (GetByKey) concurrently.
+// workers read it (get) concurrently.
 type unlabelled struct {
 	slim  func(*metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata
 	added func(*metav1.PartialObjectMetadata) // told of each object stored
 
 	mu     sync.Mutex
-	objs   map[string]*metav1.PartialObjectMetadata // by namespace/name; nil when empty
-	synced bool                                     // a first list was stored
+	objs   map[cache.ObjectName]*metav1.PartialObjectMetadata // nil when empty
+	synced bool                                               // a first list was stored
 }
 
 var _ cache.ReflectorStore = (*unlabelled)(nil)
 
 // run lists and watches rc's objects that selector selects, until ctx
 // ends.
+// It lists rather than use client-go's WatchList stream, which would hold
+// every object, unslimmed, in a store of its own until its Replace.
 func (u *unlabelled) run(ctx context.Context, name, selector string, rc metadata.ResourceInterface) {
 	lw := kube.ListWatch(func(o *metav1.ListOptions) { o.LabelSelector = selector }, rc.List, rc.Watch)
-	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{}),
+	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, kube.NoWatchList{}),
 		&metav1.PartialObjectMetadata{}, u, cache.ReflectorOptions{Name: name})
 	r.RunWithContext(ctx)
 }
@@ -50,10 +52,6 @@ func (u *unlabelled) hasSynced() bool {
 	return u.synced
 }
 
-func storeKey(m *metav1.PartialObjectMetadata) string {
-	return cache.NewObjectName(m.Namespace, m.Name).String()
-}
-
 // put stores obj, slimmed; it reports what it stored, nil for an object
 // that is not metadata.
 func (u *unlabelled) put(obj any) *metav1.PartialObjectMetadata {
@@ -63,9 +61,9 @@ func (u *unlabelled) put(obj any) *metav1.PartialObjectMetadata {
 	}
 	m = u.slim(m)
 	if u.objs == nil {
-		u.objs = map[string]*metav1.PartialObjectMetadata{}
+		u.objs = map[cache.ObjectName]*metav1.PartialObjectMetadata{}
 	}
-	u.objs[storeKey(m)] = m
+	u.objs[cache.MetaObjectToName(m)] = m
 	return m
 }
 
@@ -91,22 +89,18 @@ func (u *unlabelled) Delete(obj any) error {
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	delete(u.objs, storeKey(m))
+	delete(u.objs, cache.MetaObjectToName(m))
 	if len(u.objs) == 0 {
 		u.objs = nil // a Go map keeps its buckets when emptied: give them back
 	}
 	return nil
 }
 
-// GetByKey returns the stored object with key namespace/name.
-func (u *unlabelled) GetByKey(key string) (any, bool, error) {
+// get returns the stored object namespace/name, or nil.
+func (u *unlabelled) get(namespace, name string) *metav1.PartialObjectMetadata {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	m, ok := u.objs[key]
-	if !ok {
-		return nil, false, nil
-	}
-	return m, true, nil
+	return u.objs[cache.NewObjectName(namespace, name)]
 }
 
 // Replace stores exactly list (a relist), and tells the sharder of each.
@@ -129,12 +123,3 @@ func (u *unlabelled) Replace(list []any, _ string) error {
 
 // Resync does nothing: nothing is periodically resynced.
 func (u *unlabelled) Resync() error { return nil }
-
-// noWatchList tells client-go's reflector to list rather than use the
-// WatchList stream, which would hold every object, unslimmed, in a store
-// of its own until its Replace.
-type noWatchList struct{}
-
-// IsWatchListSemanticsUnSupported reports that WatchList is not to be
-// used.
-func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }

@@ -21,17 +21,7 @@ func TestUnlabelledStore(t *testing.T) {
 	s := &Sharder{opts: SharderOptions{Ring: "web"}}
 	var told []string
 	u := &unlabelled{slim: s.slim, added: func(m *metav1.PartialObjectMetadata) { told = append(told, m.Name) }}
-	get := func(name string) *metav1.PartialObjectMetadata {
-		t.Helper()
-		obj, ok, err := u.GetByKey("ns/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			return nil
-		}
-		return obj.(*metav1.PartialObjectMetadata)
-	}
+	get := func(name string) *metav1.PartialObjectMetadata { return u.get("ns", name) }
 	if u.hasSynced() {
 		t.Fatal("synced before a list")
 	}

@@ -394,30 +394,30 @@ func churnedReport(p func(string, ...any), c config, res *results) {
 		if !s.sharded {
 			name = "1, no sharding"
 		}
+		// The ratios and verdicts as the main table's, over these heaps.
+		after := s
+		after.heaps = s.churned
+		j := judge(after, baseline{share: base}, idle, c.n)
 		first := max(s.sharder, 0)
 		heaps := make([]string, len(s.churned))
-		var sharderRatio, worst, sharderDensity, densitySum float64
-		others := 0
+		var sharderDensity, densitySum float64
 		for i, h := range s.churned {
 			heaps[i] = fmt.Sprintf("%.1f", mib(h.HeapInuse))
 			if i == s.sharder {
 				heaps[i] += "ˢ"
 			}
-			r := share(h, idle) / base
 			density := share(h, idle) / (float64(h.HeapAlloc) - float64(idle.HeapAlloc))
 			if i == first {
-				sharderRatio, sharderDensity = r, density
-				continue
+				sharderDensity = density
+			} else {
+				densitySum += density
 			}
-			worst = max(worst, r)
-			densitySum += density
-			others++
 		}
-		ratios, met, dens := fmt.Sprintf("%.2f", sharderRatio), yes(sharderRatio <= heapTarget/float64(s.n)), fmt.Sprintf("%.2f", sharderDensity)
-		if others > 0 {
-			ratios += fmt.Sprintf(" · %.2f", worst)
-			met += " · " + yes(worst <= heapTarget/float64(s.n))
-			dens += fmt.Sprintf(" · %.2f", densitySum/float64(others))
+		ratios, met, dens := fmt.Sprintf("%.2f", j.sharderRatio), yes(j.sharderMet), fmt.Sprintf("%.2f", sharderDensity)
+		if j.hasOthers {
+			ratios += fmt.Sprintf(" · %.2f", j.worstOthers)
+			met += " · " + yes(j.othersMet)
+			dens += fmt.Sprintf(" · %.2f", densitySum/float64(len(s.churned)-1))
 		}
 		if s.n == 1 {
 			met = "–"

@@ -49,6 +49,8 @@ type typedClients struct {
 	cfg    *rest.Config
 	codecs serializer.CodecFactory
 	rests  map[schema.GroupVersion]rest.Interface
+	// protos are built-in types' REST clients, in protobuf (builtin.go).
+	protos map[schema.GroupVersion]rest.Interface
 
 	errs decodeErrors
 }
@@ -57,6 +59,24 @@ type typedClients struct {
 // sends and accepts JSON and decodes it into the Go types of c's scheme
 // without conversion. Called under c.mu.
 func (c *Cache) restFor(gv schema.GroupVersion) (rest.Interface, error) {
+	t, err := c.typedHTTP()
+	if err != nil {
+		return nil, err
+	}
+	if rc, ok := t.rests[gv]; ok {
+		return rc, nil
+	}
+	rc, err := kube.RESTClient(t.cfg, t.http, t.codecs, gv, false)
+	if err != nil {
+		return nil, err
+	}
+	t.rests[gv] = rc
+	return rc, nil
+}
+
+// typedHTTP returns c.typed, its HTTP client built from
+// c.clients.Config if it was not yet. Called under c.mu.
+func (c *Cache) typedHTTP() (*typedClients, error) {
 	t := &c.typed
 	if t.http == nil {
 		cfg := rest.CopyConfig(c.clients.Config)
@@ -68,16 +88,9 @@ func (c *Cache) restFor(gv schema.GroupVersion) (rest.Interface, error) {
 		t.http, t.cfg = hc, cfg
 		t.codecs = serializer.NewCodecFactory(c.scheme)
 		t.rests = make(map[schema.GroupVersion]rest.Interface)
+		t.protos = make(map[schema.GroupVersion]rest.Interface)
 	}
-	if rc, ok := t.rests[gv]; ok {
-		return rc, nil
-	}
-	rc, err := kube.RESTClient(t.cfg, t.http, t.codecs, gv, false)
-	if err != nil {
-		return nil, err
-	}
-	t.rests[gv] = rc
-	return rc, nil
+	return t, nil
 }
 
 // typedInformer returns a builder of informers, not started, of the

@@ -37,6 +37,13 @@
 // waits for the API to come back, then starts again and delivers the new
 // objects. Source.Served and Source.HasSynced tell where an informer is.
 //
+// Built-in types are listed and watched in protobuf. When Clients.Config
+// is set (a manager sets it) and names no other content type, each list
+// is decoded item by item while it is read rather than once all of it has
+// arrived, which fills a cache of 10,000 ConfigMaps in about 0.6 times the
+// time (bench/cmd/listtime); a Config whose ContentType is JSON opts out,
+// and its built-in types go through client-go's SharedInformerFactory.
+//
 // Custom Go types are listed and watched as JSON decoded straight into
 // their Go type when Clients.Config is set (a manager sets it). An object
 // that does not decode into its Go type (a CRD schema that drifted from the

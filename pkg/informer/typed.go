@@ -78,6 +78,14 @@ func For[T runtime.Object](c *Cache) (*Informer[T], error) {
 	}
 	e, err := c.declare(key, gvk.GroupKind(), rt, name, decl, p.resolved, func() (plan, error) {
 		if kube.BuiltIn(gvk, rt) {
+			if c.streamsLists() {
+				newInf, err := c.builtInInformer(rt, gvk)
+				if err != nil {
+					return plan{}, fmt.Errorf("informer: For[%v]: %w", rt, err)
+				}
+				p.newInformer = newInf
+				return p, nil
+			}
 			p.newInformer = func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions)) (cache.SharedIndexInformer, error) {
 				// A factory per informer: each namespace's informer is
 				// started and stopped on its own.

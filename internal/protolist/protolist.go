@@ -72,9 +72,14 @@ func IsProtobuf(r *bufio.Reader) bool {
 }
 
 // Decode reads one protobuf-encoded list from r and decodes each item
-// into a new value of newItem as soon as it has been read. It reads r to
-// its end.
-func Decode(r io.Reader, newItem func() Item) (*List, error) {
+// into the value newItem returns as soon as the item has been read, then
+// calls decoded, if not nil, with it. It reads r to its end.
+//
+// newItem may return a value with fields already set: the generated
+// decoders add a map field's entries to a map that is there rather than
+// make one, which lets a caller reuse a map that decoded then finds
+// another object's equal map for.
+func Decode(r io.Reader, newItem func() Item, decoded func(Item)) (*List, error) {
 	d := &decoder{r: bufio.NewReaderSize(r, 64<<10), left: -1}
 	head := make([]byte, len(magic))
 	if _, err := io.ReadFull(d.r, head); err != nil {
@@ -100,7 +105,7 @@ func Decode(r io.Reader, newItem func() Item) (*List, error) {
 			if err != nil {
 				return nil, err
 			}
-			if err := d.list(int64(n), list, newItem); err != nil {
+			if err := d.list(int64(n), list, newItem, decoded); err != nil {
 				return nil, err
 			}
 			sawRaw = true
@@ -133,7 +138,7 @@ type decoder struct {
 }
 
 // list decodes a list message of n bytes into l.
-func (d *decoder) list(n int64, l *List, newItem func() Item) error {
+func (d *decoder) list(n int64, l *List, newItem func() Item, decoded func(Item)) error {
 	d.left = n
 	defer func() { d.left = -1 }()
 	for d.left > 0 {
@@ -158,6 +163,9 @@ func (d *decoder) list(n int64, l *List, newItem func() Item) error {
 			item := newItem()
 			if err := item.Unmarshal(b); err != nil {
 				return fmt.Errorf("decoding item %d of the list: %w", len(l.Items), err)
+			}
+			if decoded != nil {
+				decoded(item)
 			}
 			l.Items = append(l.Items, item)
 		default:

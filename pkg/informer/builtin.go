@@ -59,8 +59,7 @@ func (c *Cache) protoFor(gv schema.GroupVersion) (rest.Interface, error) {
 // builtInInformer returns a builder of informers, not started, of
 // client-go's type rt (kind gvk) whose lists are decoded while they are
 // read. Called under c.mu.
-func (c *Cache) builtInInformer(rt reflect.Type, gvk schema.GroupVersionKind) (
-	func(schema.GroupVersionResource, string, func(*metav1.ListOptions)) (cache.SharedIndexInformer, error), error) {
+func (c *Cache) builtInInformer(rt reflect.Type, gvk schema.GroupVersionKind) (builder, error) {
 	if _, ok := reflect.New(rt.Elem()).Interface().(protolist.Item); !ok {
 		return nil, fmt.Errorf("%v has no protobuf decoder", rt)
 	}
@@ -74,7 +73,7 @@ func (c *Cache) builtInInformer(rt reflect.Type, gvk schema.GroupVersionKind) (
 	}
 	resync := c.resyncFor(rt)
 	newItem := func() protolist.Item { return reflect.New(rt.Elem()).Interface().(protolist.Item) }
-	return func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions)) (cache.SharedIndexInformer, error) {
+	return func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions), share *sharer) (cache.SharedIndexInformer, error) {
 		lw := &cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 				if tweak != nil {
@@ -86,7 +85,15 @@ func (c *Cache) builtInInformer(rt reflect.Type, gvk schema.GroupVersionKind) (
 					return nil, err
 				}
 				defer body.Close()
-				return decodeList(body, newItem, newList)
+				if share == nil {
+					return decodeList(body, newItem, nil, newList)
+				}
+				d := &decodeSharing{s: share}
+				return decodeList(body, func() protolist.Item {
+					item := newItem()
+					d.prepare(item)
+					return item
+				}, func(item protolist.Item) { d.decoded(item) }, newList)
 			},
 			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 				opts.Watch = true
@@ -107,12 +114,13 @@ func (c *Cache) builtInInformer(rt reflect.Type, gvk schema.GroupVersionKind) (
 	}, nil
 }
 
-// decodeList decodes a list response body: protobuf while it is read, or,
-// when the server answered in JSON, once it is all in.
-func decodeList(body io.Reader, newItem func() protolist.Item, newList func() runtime.Object) (runtime.Object, error) {
+// decodeList decodes a list response body: protobuf while it is read,
+// each item made by newItem and given to decoded (when not nil) once
+// decoded, or, when the server answered in JSON, once it is all in.
+func decodeList(body io.Reader, newItem func() protolist.Item, decoded func(protolist.Item), newList func() runtime.Object) (runtime.Object, error) {
 	br := bufio.NewReaderSize(body, 64<<10)
 	if protolist.IsProtobuf(br) {
-		return protolist.Decode(br, newItem)
+		return protolist.Decode(br, newItem, decoded)
 	}
 	raw, err := io.ReadAll(br)
 	if err != nil {

@@ -97,8 +97,7 @@ func (c *Cache) typedHTTP() (*typedClients, error) {
 // custom Go type rt (kind gvk) that decode JSON straight into rt, for a
 // resource, a namespace and a list options tweak. The informers are named
 // name in logs and metrics. Called under c.mu.
-func (c *Cache) typedInformer(rt reflect.Type, gvk schema.GroupVersionKind, name string) (
-	func(schema.GroupVersionResource, string, func(*metav1.ListOptions)) (cache.SharedIndexInformer, error), error) {
+func (c *Cache) typedInformer(rt reflect.Type, gvk schema.GroupVersionKind, name string) (builder, error) {
 	newList, err := listTypeOf(c.scheme, rt, gvk)
 	if err != nil {
 		return nil, err
@@ -110,7 +109,7 @@ func (c *Cache) typedInformer(rt reflect.Type, gvk schema.GroupVersionKind, name
 	decoder := c.typed.codecs.UniversalDeserializer()
 	failures := c.typed.errs.counter(name)
 	resync := c.resyncFor(rt)
-	return func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions)) (cache.SharedIndexInformer, error) {
+	return func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions), _ *sharer) (cache.SharedIndexInformer, error) {
 		return typedInformer(rc, decoder, newList, failures, rt, gvr, ns, tweak, name, resync), nil
 	}, nil
 }

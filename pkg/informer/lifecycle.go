@@ -246,7 +246,7 @@ func (e *entry) buildParts() ([]*part, error) {
 	}
 	parts := make([]*part, 0, len(nss))
 	for _, ns := range nss {
-		inf, err := e.plan.newInformer(gvr, ns, consistentList(tweak))
+		inf, err := e.plan.newInformer(gvr, ns, consistentList(tweak), share)
 		if err != nil {
 			return nil, err
 		}

@@ -68,7 +68,7 @@ func ForMetadata[T runtime.Object](c *Cache) (*Informer[*metav1.PartialObjectMet
 		if err != nil {
 			return plan{}, fmt.Errorf("informer: ForMetadata[%v]: %w", rt, err)
 		}
-		p.newInformer = func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions)) (cache.SharedIndexInformer, error) {
+		p.newInformer = func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions), _ *sharer) (cache.SharedIndexInformer, error) {
 			return metadatainformer.NewFilteredMetadataInformer(listingMetadata{Interface: mc}, gvr, ns, c.resyncFor(rt),
 				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer(), nil
 		}

@@ -145,6 +145,12 @@ type entry struct {
 	lost chan struct{}
 }
 
+// builder builds a part's informer, not started, for resource gvr in
+// namespace ns ("" for all), its list options edited by tweak. share, when
+// not nil, is the sharer of the part's transform (Options.ShareMetadata),
+// for a builder that can share metadata as it decodes lists.
+type builder func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions), share *sharer) (cache.SharedIndexInformer, error)
+
 // plan is how an entry builds its parts once the API is served.
 type plan struct {
 	// gvk is the kind to resolve when the resource is not known yet.
@@ -154,9 +160,8 @@ type plan struct {
 	resolved   bool
 	gvr        schema.GroupVersionResource
 	namespaced bool
-	// newInformer builds a part's informer, not started, for resource gvr
-	// in namespace ns ("" for all), its list options edited by tweak.
-	newInformer func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions)) (cache.SharedIndexInformer, error)
+	// newInformer builds a part's informer.
+	newInformer builder
 	// convert turns what the informer lists into what the cache holds.
 	convert cache.TransformFunc
 }

@@ -86,7 +86,7 @@ func For[T runtime.Object](c *Cache) (*Informer[T], error) {
 				p.newInformer = newInf
 				return p, nil
 			}
-			p.newInformer = func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions)) (cache.SharedIndexInformer, error) {
+			p.newInformer = func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions), _ *sharer) (cache.SharedIndexInformer, error) {
 				// A factory per informer: each namespace's informer is
 				// started and stopped on its own.
 				f := informers.NewSharedInformerFactoryWithOptions(listingKube{Interface: c.clients.Kube}, c.resyncFor(rt),
@@ -155,8 +155,8 @@ func (c *Cache) resolve(where string, rt reflect.Type, gvk schema.GroupVersionKi
 
 // dynamicInformer builds informers of the dynamic client, resynced as Go
 // type rt (nil: the Cache's default).
-func (c *Cache) dynamicInformer(rt reflect.Type) func(schema.GroupVersionResource, string, func(*metav1.ListOptions)) (cache.SharedIndexInformer, error) {
-	return func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions)) (cache.SharedIndexInformer, error) {
+func (c *Cache) dynamicInformer(rt reflect.Type) builder {
+	return func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions), _ *sharer) (cache.SharedIndexInformer, error) {
 		return dynamicinformer.NewFilteredDynamicInformer(listingDynamic{Interface: c.clients.Dynamic}, gvr, ns, c.resyncFor(rt),
 			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer(), nil
 	}

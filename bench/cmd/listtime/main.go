@@ -142,7 +142,7 @@ func streamed(ctx context.Context, cs *kubernetes.Clientset) (int, error) {
 		return 0, err
 	}
 	defer body.Close()
-	l, err := protolist.Decode(body, func() protolist.Item { return &corev1.ConfigMap{} })
+	l, err := protolist.Decode(body, func() protolist.Item { return &corev1.ConfigMap{} }, nil)
 	if err != nil {
 		return 0, err
 	}

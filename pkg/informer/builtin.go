@@ -10,12 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/ctrlkit/ctrlkit/internal/kube"
 	"github.com/ctrlkit/ctrlkit/internal/protolist"
 )
 
@@ -38,24 +36,6 @@ func (c *Cache) streamsLists() bool {
 	return cfg != nil && (cfg.ContentType == "" || cfg.ContentType == runtime.ContentTypeProtobuf)
 }
 
-// protoFor returns the protobuf REST client of the built-in group version
-// gv. Called under c.mu.
-func (c *Cache) protoFor(gv schema.GroupVersion) (rest.Interface, error) {
-	t, err := c.typedHTTP()
-	if err != nil {
-		return nil, err
-	}
-	if rc, ok := t.protos[gv]; ok {
-		return rc, nil
-	}
-	rc, err := kube.RESTClient(t.cfg, t.http, kubescheme.Codecs, gv, true)
-	if err != nil {
-		return nil, err
-	}
-	t.protos[gv] = rc
-	return rc, nil
-}
-
 // builtInInformer returns a builder of informers, not started, of
 // client-go's type rt (kind gvk) whose lists are decoded while they are
 // read. Called under c.mu.
@@ -67,50 +47,29 @@ func (c *Cache) builtInInformer(rt reflect.Type, gvk schema.GroupVersionKind) (b
 	if err != nil {
 		return nil, err
 	}
-	rc, err := c.protoFor(gvk.GroupVersion())
+	rc, err := c.restFor(gvk.GroupVersion(), true)
 	if err != nil {
 		return nil, err
 	}
 	resync := c.resyncFor(rt)
 	newItem := func() protolist.Item { return reflect.New(rt.Elem()).Interface().(protolist.Item) }
 	return func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions), share *sharer) (cache.SharedIndexInformer, error) {
-		lw := &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-				if tweak != nil {
-					tweak(&opts)
-				}
-				body, err := rc.Get().Namespace(ns).Resource(gvr.Resource).
-					VersionedParams(&opts, metav1.ParameterCodec).Stream(ctx)
-				if err != nil {
-					return nil, err
-				}
-				defer body.Close()
-				if share == nil {
-					return decodeList(body, newItem, nil, newList)
-				}
-				d := &decodeSharing{s: share}
-				return decodeList(body, func() protolist.Item {
-					item := newItem()
-					d.prepare(item)
-					return item
-				}, func(item protolist.Item) { d.decoded(item) }, newList)
-			},
-			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-				opts.Watch = true
-				if tweak != nil {
-					tweak(&opts)
-				}
-				return rc.Get().Namespace(ns).Resource(gvr.Resource).
-					VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
-			},
-		}
-		return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, kube.NoWatchList{}),
-			reflect.New(rt.Elem()).Interface().(runtime.Object),
-			cache.SharedIndexInformerOptions{
-				ResyncPeriod:      resync,
-				Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-				ObjectDescription: gvr.String(),
-			}), nil
+		return restInformer(rc, rt, gvr, ns, tweak, resync, func(ctx context.Context, req *rest.Request) (runtime.Object, error) {
+			body, err := req.Stream(ctx)
+			if err != nil {
+				return nil, err
+			}
+			defer body.Close()
+			if share == nil {
+				return decodeList(body, newItem, nil, newList)
+			}
+			d := &decodeSharing{s: share}
+			return decodeList(body, func() protolist.Item {
+				item := newItem()
+				d.prepare(item)
+				return item
+			}, func(item protolist.Item) { d.decoded(item) }, newList)
+		}), nil
 	}, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/watch"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -55,22 +56,28 @@ type typedClients struct {
 	errs decodeErrors
 }
 
-// restFor returns the REST client of gv, built from c.clients.Config, that
-// sends and accepts JSON and decodes it into the Go types of c's scheme
-// without conversion. Called under c.mu.
-func (c *Cache) restFor(gv schema.GroupVersion) (rest.Interface, error) {
+// restFor returns the REST client of gv, built from c.clients.Config:
+// with proto, one of client-go's group versions that sends and accepts
+// protobuf (builtin.go); without, one that sends and accepts JSON and
+// decodes it into the Go types of c's scheme without conversion. Called
+// under c.mu.
+func (c *Cache) restFor(gv schema.GroupVersion, proto bool) (rest.Interface, error) {
 	t, err := c.typedHTTP()
 	if err != nil {
 		return nil, err
 	}
-	if rc, ok := t.rests[gv]; ok {
+	clients, codecs := t.rests, t.codecs
+	if proto {
+		clients, codecs = t.protos, kubescheme.Codecs
+	}
+	if rc, ok := clients[gv]; ok {
 		return rc, nil
 	}
-	rc, err := kube.RESTClient(t.cfg, t.http, t.codecs, gv, false)
+	rc, err := kube.RESTClient(t.cfg, t.http, codecs, gv, proto)
 	if err != nil {
 		return nil, err
 	}
-	t.rests[gv] = rc
+	clients[gv] = rc
 	return rc, nil
 }
 
@@ -102,7 +109,7 @@ func (c *Cache) typedInformer(rt reflect.Type, gvk schema.GroupVersionKind, name
 	if err != nil {
 		return nil, err
 	}
-	rc, err := c.restFor(gvk.GroupVersion())
+	rc, err := c.restFor(gvk.GroupVersion(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -118,70 +125,79 @@ func (c *Cache) typedInformer(rt reflect.Type, gvk schema.GroupVersionKind, name
 func typedInformer(rc rest.Interface, decoder runtime.Decoder, newList func() runtime.Object, failures *atomic.Uint64,
 	rt reflect.Type, gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions), name string, resync time.Duration) cache.SharedIndexInformer {
 	var inf cache.SharedIndexInformer // set below, before anything lists
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			if tweak != nil {
-				tweak(&opts)
+	inf = restInformer(rc, rt, gvr, ns, tweak, resync, func(ctx context.Context, req *rest.Request) (runtime.Object, error) {
+		list := newList()
+		res := req.Do(ctx)
+		err := res.Into(list)
+		switch {
+		case err == nil:
+			return list, nil
+		case res.Error() != nil: // the request failed, not the decode
+			return nil, err
+		}
+		body, _ := res.Raw()
+		list = newList()
+		bad, derr := decodeEach(decoder, body, list, rt)
+		if derr != nil {
+			return nil, fmt.Errorf("decoding the list of %s: %w (item by item: %w)", gvrString(gvr), err, derr)
+		}
+		log := klog.FromContext(ctx)
+		var kept []runtime.Object
+		for _, b := range bad {
+			failures.Add(1)
+			// A relist must not make an object that stopped decoding
+			// look deleted: the cache keeps the last version that did.
+			if old := lastGood(inf, b); old != nil {
+				kept = append(kept, old)
+				log.Error(b.err, "Keeping in the cache the last version that decoded of an object that no longer decodes into its Go type",
+					"informer", name, "namespace", b.namespace, "name", b.name, "resourceVersion", old.(metav1.Object).GetResourceVersion())
+				continue
 			}
-			list := newList()
-			res := rc.Get().Namespace(ns).Resource(gvr.Resource).
-				VersionedParams(&opts, metav1.ParameterCodec).Do(ctx)
-			err := res.Into(list)
-			switch {
-			case err == nil:
-				return list, nil
-			case res.Error() != nil: // the request failed, not the decode
+			log.Error(b.err, "Leaving out of the cache an object that does not decode into its Go type",
+				"informer", name, "namespace", b.namespace, "name", b.name)
+		}
+		if len(kept) > 0 {
+			items, err := meta.ExtractList(list)
+			if err != nil {
 				return nil, err
 			}
-			body, _ := res.Raw()
-			list = newList()
-			bad, derr := decodeEach(decoder, body, list, rt)
-			if derr != nil {
-				return nil, fmt.Errorf("decoding the list of %s: %w (item by item: %w)", gvrString(gvr), err, derr)
+			if err := meta.SetList(list, append(items, kept...)); err != nil {
+				return nil, err
 			}
-			log := klog.FromContext(ctx)
-			var kept []runtime.Object
-			for _, b := range bad {
-				failures.Add(1)
-				// A relist must not make an object that stopped decoding
-				// look deleted: the cache keeps the last version that did.
-				if old := lastGood(inf, b); old != nil {
-					kept = append(kept, old)
-					log.Error(b.err, "Keeping in the cache the last version that decoded of an object that no longer decodes into its Go type",
-						"informer", name, "namespace", b.namespace, "name", b.name, "resourceVersion", old.(metav1.Object).GetResourceVersion())
-					continue
-				}
-				log.Error(b.err, "Leaving out of the cache an object that does not decode into its Go type",
-					"informer", name, "namespace", b.namespace, "name", b.name)
-			}
-			if len(kept) > 0 {
-				items, err := meta.ExtractList(list)
-				if err != nil {
-					return nil, err
-				}
-				if err := meta.SetList(list, append(items, kept...)); err != nil {
-					return nil, err
-				}
-			}
-			return list, nil
+		}
+		return list, nil
+	})
+	return inf
+}
+
+// restInformer returns an informer, not started, of Go type rt over
+// resource gvr in namespace ns ("" for all) through rc, every list and
+// watch's options edited by tweak first: list answers the list request
+// req; watches decode each event as it comes.
+func restInformer(rc rest.Interface, rt reflect.Type, gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions),
+	resync time.Duration, list func(ctx context.Context, req *rest.Request) (runtime.Object, error)) cache.SharedIndexInformer {
+	request := func(opts *metav1.ListOptions) *rest.Request {
+		if tweak != nil {
+			tweak(opts)
+		}
+		return rc.Get().Namespace(ns).Resource(gvr.Resource).VersionedParams(opts, metav1.ParameterCodec)
+	}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return list(ctx, request(&opts))
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.Watch = true
-			if tweak != nil {
-				tweak(&opts)
-			}
-			return rc.Get().Namespace(ns).Resource(gvr.Resource).
-				VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
+			return request(&opts).Watch(ctx)
 		},
 	}
-	inf = cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, kube.NoWatchList{}),
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, kube.NoWatchList{}),
 		reflect.New(rt.Elem()).Interface().(runtime.Object),
 		cache.SharedIndexInformerOptions{
 			ResyncPeriod:      resync,
 			Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 			ObjectDescription: gvr.String(),
 		})
-	return inf
 }
 
 // lastGood returns the object inf's store holds for b, or nil. inf is nil

@@ -71,16 +71,26 @@ func IsProtobuf(r *bufio.Reader) bool {
 	return err == nil && bytes.Equal(head, magic)
 }
 
-// Decode reads one protobuf-encoded list from r and decodes each item
-// into the value newItem returns as soon as the item has been read, then
-// calls decoded, if not nil, with it. It reads r to its end.
-//
-// newItem may return a value with fields already set: the generated
-// decoders add a map field's entries to a map that is there rather than
-// make one, which lets a caller reuse a map that decoded then finds
-// another object's equal map for.
-func Decode(r io.Reader, newItem func() Item, decoded func(Item)) (*List, error) {
-	d := &decoder{r: bufio.NewReaderSize(r, 64<<10), left: -1}
+// Hooks are what Decode calls as it reads.
+type Hooks struct {
+	// New returns the value to decode the next item into; it is required.
+	// It may return a value with fields already set: the generated
+	// decoders add a map field's entries to a map that is there rather
+	// than make one, which lets a caller reuse a map that decoded and was
+	// then replaced by another object's equal map.
+	New func() Item
+	// Decoded, if not nil, is called with each item once it is decoded.
+	Decoded func(Item)
+	// Meta, if not nil, is called with the list's metadata as soon as it
+	// is decoded. kube-apiserver writes it before the items, so a continue
+	// token can be acted on while the page's items are still arriving.
+	Meta func(*metav1.ListMeta)
+}
+
+// Decode reads one protobuf-encoded list from r and decodes each item as
+// soon as it has been read, calling h's hooks. It reads r to its end.
+func Decode(r io.Reader, h Hooks) (*List, error) {
+	d := &decoder{r: bufio.NewReaderSize(r, 64<<10), left: -1, hooks: h}
 	head := make([]byte, len(magic))
 	if _, err := io.ReadFull(d.r, head); err != nil {
 		return nil, fmt.Errorf("reading the protobuf list: %w", unexpected(err))
@@ -105,7 +115,7 @@ func Decode(r io.Reader, newItem func() Item, decoded func(Item)) (*List, error)
 			if err != nil {
 				return nil, err
 			}
-			if err := d.list(int64(n), list, newItem, decoded); err != nil {
+			if err := d.list(int64(n), list); err != nil {
 				return nil, err
 			}
 			sawRaw = true
@@ -132,13 +142,14 @@ func Decode(r io.Reader, newItem func() Item, decoded func(Item)) (*List, error)
 // decoder reads protobuf fields from r; left is how many bytes of the
 // current message are still to be read, or -1 outside a message.
 type decoder struct {
-	r    *bufio.Reader
-	left int64
-	buf  []byte // the bytes of the last field read, reused
+	r     *bufio.Reader
+	left  int64
+	buf   []byte // the bytes of the last field read, reused
+	hooks Hooks
 }
 
 // list decodes a list message of n bytes into l.
-func (d *decoder) list(n int64, l *List, newItem func() Item, decoded func(Item)) error {
+func (d *decoder) list(n int64, l *List) error {
 	d.left = n
 	defer func() { d.left = -1 }()
 	for d.left > 0 {
@@ -155,17 +166,20 @@ func (d *decoder) list(n int64, l *List, newItem func() Item, decoded func(Item)
 			if err := l.ListMeta.Unmarshal(b); err != nil {
 				return fmt.Errorf("decoding the list's metadata: %w", err)
 			}
+			if d.hooks.Meta != nil {
+				d.hooks.Meta(&l.ListMeta)
+			}
 		case field == 2 && wire == 2: // one item
 			b, err := d.bytes()
 			if err != nil {
 				return err
 			}
-			item := newItem()
+			item := d.hooks.New()
 			if err := item.Unmarshal(b); err != nil {
 				return fmt.Errorf("decoding item %d of the list: %w", len(l.Items), err)
 			}
-			if decoded != nil {
-				decoded(item)
+			if d.hooks.Decoded != nil {
+				d.hooks.Decoded(item)
 			}
 			l.Items = append(l.Items, item)
 		default:

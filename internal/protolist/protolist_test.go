@@ -66,7 +66,7 @@ func TestDecode(t *testing.T) {
 		body := encode(t, want)
 		for name, r := range map[string]io.Reader{"whole": bytes.NewReader(body), "byte by byte": iotest.OneByteReader(bytes.NewReader(body))} {
 			t.Run(fmt.Sprintf("%d items, %s", n, name), func(t *testing.T) {
-				got, err := Decode(r, newConfigMap, nil)
+				got, err := Decode(r, Hooks{New: newConfigMap})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -106,7 +106,7 @@ func TestDecodeTruncated(t *testing.T) {
 	body := encode(t, configMaps(3))
 	end := listEnd(t, body)
 	for cut := 0; cut < end; cut++ {
-		if l, err := Decode(bytes.NewReader(body[:cut]), newConfigMap, nil); err == nil {
+		if l, err := Decode(bytes.NewReader(body[:cut]), Hooks{New: newConfigMap}); err == nil {
 			t.Fatalf("cut at %d of %d bytes: decoded %d items, want an error", cut, len(body), len(l.Items))
 		}
 	}
@@ -160,7 +160,7 @@ func TestDecodeRejects(t *testing.T) {
 		"bad item":         {badItem, "item 1 of the list"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := Decode(bytes.NewReader(c.body), newConfigMap, nil)
+			_, err := Decode(bytes.NewReader(c.body), Hooks{New: newConfigMap})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %v, want one containing %q", err, c.want)
 			}
@@ -176,7 +176,7 @@ func TestIsProtobuf(t *testing.T) {
 	if !IsProtobuf(r) {
 		t.Error("a protobuf body is not protobuf")
 	}
-	if l, err := Decode(r, newConfigMap, nil); err != nil || len(l.Items) != 1 {
+	if l, err := Decode(r, Hooks{New: newConfigMap}); err != nil || len(l.Items) != 1 {
 		t.Errorf("decoding after IsProtobuf: %v", err)
 	}
 	if IsProtobuf(bufio.NewReader(strings.NewReader(`{"kind":"ConfigMapList"}`))) {

@@ -125,9 +125,9 @@ func (c *Cache) typedInformer(rt reflect.Type, gvk schema.GroupVersionKind, name
 func typedInformer(rc rest.Interface, decoder runtime.Decoder, newList func() runtime.Object, failures *atomic.Uint64,
 	rt reflect.Type, gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions), name string, resync time.Duration) cache.SharedIndexInformer {
 	var inf cache.SharedIndexInformer // set below, before anything lists
-	inf = restInformer(rc, rt, gvr, ns, tweak, resync, func(ctx context.Context, req *rest.Request) (runtime.Object, error) {
+	inf = restInformer(rc, rt, gvr, ns, tweak, resync, func(ctx context.Context, opts metav1.ListOptions, request func(metav1.ListOptions) *rest.Request) (runtime.Object, error) {
 		list := newList()
-		res := req.Do(ctx)
+		res := request(opts).Do(ctx)
 		err := res.Into(list)
 		switch {
 		case err == nil:
@@ -172,23 +172,27 @@ func typedInformer(rc rest.Interface, decoder runtime.Decoder, newList func() ru
 
 // restInformer returns an informer, not started, of Go type rt over
 // resource gvr in namespace ns ("" for all) through rc, every list and
-// watch's options edited by tweak first: list answers the list request
-// req; watches decode each event as it comes.
+// watch's options edited by tweak first. list answers a list with those
+// options; request makes the request of a list with options as given.
+// Watches decode each event as it comes.
 func restInformer(rc rest.Interface, rt reflect.Type, gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions),
-	resync time.Duration, list func(ctx context.Context, req *rest.Request) (runtime.Object, error)) cache.SharedIndexInformer {
-	request := func(opts *metav1.ListOptions) *rest.Request {
-		if tweak != nil {
-			tweak(opts)
-		}
-		return rc.Get().Namespace(ns).Resource(gvr.Resource).VersionedParams(opts, metav1.ParameterCodec)
+	resync time.Duration, list func(ctx context.Context, opts metav1.ListOptions, request func(metav1.ListOptions) *rest.Request) (runtime.Object, error)) cache.SharedIndexInformer {
+	request := func(opts metav1.ListOptions) *rest.Request {
+		return rc.Get().Namespace(ns).Resource(gvr.Resource).VersionedParams(&opts, metav1.ParameterCodec)
 	}
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return list(ctx, request(&opts))
+			if tweak != nil {
+				tweak(&opts)
+			}
+			return list(ctx, opts, request)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.Watch = true
-			return request(&opts).Watch(ctx)
+			if tweak != nil {
+				tweak(&opts)
+			}
+			return request(opts).Watch(ctx)
 		},
 	}
 	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, kube.NoWatchList{}),

@@ -13,15 +13,18 @@ import (
 // initial state as watch events (WatchList) by default, and otherwise list
 // at resourceVersion "0": whatever the API server's watch cache holds,
 // which can be older than what this client saw before it restarted.
-// ctrlkit's informers list at resourceVersion "" and unpaginated instead:
-// a consistent read, which kube-apiserver serves from its watch cache once
-// the cache has caught up with etcd, in one response written by its
-// streaming list encoder. Built-in types' lists are decoded while they
-// are read (builtin.go), which is what makes this faster than WatchList,
-// whose initial events are each framed, sent and decoded as one watch
-// event: a list decoded only once it is all in takes about as long as
-// WatchList (bench/cmd/listtime). Relists after a watch ends keep
-// client-go's behaviour: at the last resourceVersion seen, or, when that
+// ctrlkit's informers list at resourceVersion "" instead: a consistent
+// read, which kube-apiserver serves from its watch cache once the cache
+// has caught up with etcd. The informers of custom and metadata-only types
+// ask for it unpaginated, in one response written by the server's
+// streaming list encoder. Built-in types' informers ask for it in pages
+// of 10,000 objects, each next page requested as soon as the page before
+// gave its continue token, and decode each page while it is read
+// (builtin.go). That is what makes this faster than WatchList, whose
+// initial events are each framed, sent and decoded as one watch event: a
+// list decoded only once it is all in takes about as long as WatchList
+// (bench/cmd/listtime). Relists after a watch ends keep client-go's
+// behaviour: at the last resourceVersion seen, or, when that
 // has expired, consistent and paginated.
 
 // listingKube, listingDynamic and listingMetadata are clients whose

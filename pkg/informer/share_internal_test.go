@@ -49,11 +49,11 @@ func newConfigMapItem() protolist.Item { return &corev1.ConfigMap{} }
 func decodeShared(t testing.TB, s *sharer, body []byte) *protolist.List {
 	t.Helper()
 	d := &decodeSharing{s: s}
-	l, err := protolist.Decode(bytes.NewReader(body), func() protolist.Item {
+	l, err := protolist.Decode(bytes.NewReader(body), protolist.Hooks{New: func() protolist.Item {
 		item := newConfigMapItem()
 		d.prepare(item)
 		return item
-	}, func(item protolist.Item) { d.decoded(item) })
+	}, Decoded: func(item protolist.Item) { d.decoded(item) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestDecodeSharingAllocatesNoMapPerObject(t *testing.T) {
 	decodeShared(t, s, body) // the shared maps exist from here on
 	shared := testing.AllocsPerRun(5, func() { decodeShared(t, s, body) })
 	plain := testing.AllocsPerRun(5, func() {
-		if _, err := protolist.Decode(bytes.NewReader(body), newConfigMapItem, nil); err != nil {
+		if _, err := protolist.Decode(bytes.NewReader(body), protolist.Hooks{New: newConfigMapItem}); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -103,6 +103,7 @@ type request struct {
 	path    string // the URL path
 	initial bool   // a watch that streams the state first (a WatchList)
 	limit   string // the page size it asked for, "" for none
+	cont    string // the continue token it sent, "" for none
 }
 
 // config returns a copy of c whose requests rc counts.
@@ -124,7 +125,7 @@ func (rc *requestCounter) config(c *rest.Config) *rest.Config {
 				rc.log = append(rc.log, request{at: time.Now(), watch: !initial, list: initial, initial: initial, rv: q.Get("resourceVersion"), path: req.URL.Path, limit: q.Get("limit")})
 			default:
 				rc.lists++
-				rc.log = append(rc.log, request{at: time.Now(), list: true, rv: q.Get("resourceVersion"), path: req.URL.Path, limit: q.Get("limit")})
+				rc.log = append(rc.log, request{at: time.Now(), list: true, rv: q.Get("resourceVersion"), path: req.URL.Path, limit: q.Get("limit"), cont: q.Get("continue")})
 			}
 			rc.mu.Unlock()
 			resp, err := rt.RoundTrip(req)

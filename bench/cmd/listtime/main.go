@@ -1,15 +1,20 @@
-// Command listtime times three ways of reading every ConfigMap of an
+// Command listtime times the ways of reading every ConfigMap of an
 // envtest control plane into decoded objects, side by side in one run:
 //
 //   - list, then decode: client-go's REST client reads the whole protobuf
 //     body, then decodes it (what a clientset's List does);
-//   - streamed: ctrlkit's informers for built-in types, which decode each
-//     item while the body is read (internal/protolist);
+//   - streamed: one list, each item decoded while the body is read
+//     (internal/protolist), as ctrlkit's informers read a list of up to
+//     10,000 objects of a built-in type;
 //   - WatchList: a watch with sendInitialEvents until its bookmark, as
 //     client-go's reflectors (and so controller-runtime's caches) fill a
-//     cache by default.
+//     cache by default;
+//   - pages of N: pages of N objects, each decoded while read, the request
+//     for each next page sent as soon as the page before has given its
+//     continue token, at most 3 requests out at once (ctrlkit's informers,
+//     with N = 10000), for each N of -pages.
 //
-// All three are consistent reads (resourceVersion ""). It prints each
+// All are consistent reads (resourceVersion ""). It prints each
 // round and the medians, with the ratios to "list, then decode".
 //
 //	KUBEBUILDER_ASSETS=$PWD/bin/k8s go run ./bench/cmd/listtime -n 10000 -rounds 7
@@ -21,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -45,7 +51,8 @@ func main() {
 
 func run() error {
 	n := flag.Int("n", 10000, "ConfigMaps to create (256-byte value each)")
-	rounds := flag.Int("rounds", 7, "rounds; each times the three ways once, in rotating order")
+	rounds := flag.Int("rounds", 7, "rounds; each times every way once, in rotating order")
+	pageSizes := flag.String("pages", "10000", "page sizes of the pipelined way, comma-separated (ctrlkit's informers use 10000)")
 	flag.Parse()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return fmt.Errorf("KUBEBUILDER_ASSETS is not set: run `make envtest` and set it to $PWD/bin/k8s")
@@ -74,6 +81,16 @@ func run() error {
 		{"streamed", streamed},
 		{"WatchList", watchList},
 	}
+	for _, p := range strings.Split(*pageSizes, ",") {
+		size, err := strconv.ParseInt(strings.TrimSpace(p), 10, 64)
+		if err != nil || size <= 0 {
+			return fmt.Errorf("-pages: %q is not a page size", p)
+		}
+		ways = append(ways, struct {
+			name string
+			read func(context.Context, *kubernetes.Clientset) (int, error)
+		}{fmt.Sprintf("pages of %d", size), func(ctx context.Context, cs *kubernetes.Clientset) (int, error) { return pipelined(ctx, cs, size) }})
+	}
 	times := make([][]time.Duration, len(ways))
 	for r := range *rounds {
 		for k := range ways {
@@ -88,14 +105,14 @@ func run() error {
 				return fmt.Errorf("%s: %d objects, want at least %d", ways[i].name, got, *n)
 			}
 			times[i] = append(times[i], took)
-			fmt.Printf("round %d %-18s %7.1f ms\n", r+1, ways[i].name, ms(took))
+			fmt.Printf("round %d %-20s %7.1f ms\n", r+1, ways[i].name, ms(took))
 		}
 	}
 	base := median(times[0])
 	fmt.Printf("\n%d ConfigMaps, median of %d rounds:\n", *n, *rounds)
 	for i, w := range ways {
 		m := median(times[i])
-		fmt.Printf("  %-18s %7.1f ms  %.2f×\n", w.name, ms(m), float64(m)/float64(base))
+		fmt.Printf("  %-20s %7.1f ms  %.2f×\n", w.name, ms(m), float64(m)/float64(base))
 	}
 	return nil
 }
@@ -142,7 +159,7 @@ func streamed(ctx context.Context, cs *kubernetes.Clientset) (int, error) {
 		return 0, err
 	}
 	defer body.Close()
-	l, err := protolist.Decode(body, func() protolist.Item { return &corev1.ConfigMap{} }, nil)
+	l, err := protolist.Decode(body, protolist.Hooks{New: func() protolist.Item { return &corev1.ConfigMap{} }})
 	if err != nil {
 		return 0, err
 	}
@@ -178,3 +195,58 @@ func median(ds []time.Duration) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// pipelined lists in pages of size, asking for the next page as soon as a
+// page's metadata (its continue token) has arrived, before its items, with
+// at most 3 requests out at once.
+func pipelined(ctx context.Context, cs *kubernetes.Clientset, size int64) (int, error) {
+	type page struct {
+		list *protolist.List
+		err  error
+		done chan struct{}
+	}
+	var mu sync.Mutex
+	var pages []*page
+	slots := make(chan struct{}, 3)
+	var fetch func(opts metav1.ListOptions)
+	fetch = func(opts metav1.ListOptions) {
+		p := &page{done: make(chan struct{})}
+		mu.Lock()
+		pages = append(pages, p)
+		mu.Unlock()
+		go func() {
+			defer close(p.done)
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			body, err := cs.CoreV1().RESTClient().Get().Resource("configmaps").
+				VersionedParams(&opts, kubescheme.ParameterCodec).Stream(ctx)
+			if err != nil {
+				p.err = err
+				return
+			}
+			defer body.Close()
+			p.list, p.err = protolist.Decode(body, protolist.Hooks{New: func() protolist.Item { return &corev1.ConfigMap{} },
+				Meta: func(m *metav1.ListMeta) {
+					if m.Continue != "" {
+						fetch(metav1.ListOptions{Limit: opts.Limit, Continue: m.Continue})
+					}
+				}})
+		}()
+	}
+	fetch(metav1.ListOptions{Limit: size})
+	n := 0
+	for i := 0; ; i++ {
+		mu.Lock()
+		if i >= len(pages) {
+			mu.Unlock()
+			return n, nil
+		}
+		p := pages[i]
+		mu.Unlock()
+		<-p.done
+		if p.err != nil {
+			return n, p.err
+		}
+		n += len(p.list.Items)
+	}
+}

@@ -40,7 +40,8 @@ func (c *Cache) streamsLists() bool {
 
 // builtInInformer returns a builder of informers, not started, of
 // client-go's type rt (kind gvk) whose lists are decoded while they are
-// read. Called under c.mu.
+// read, the first of them in pipelined pages (listPipelined). Called
+// under c.mu.
 func (c *Cache) builtInInformer(rt reflect.Type, gvk schema.GroupVersionKind) (builder, error) {
 	if _, ok := reflect.New(rt.Elem()).Interface().(protolist.Item); !ok {
 		return nil, fmt.Errorf("%v has no protobuf decoder", rt)

@@ -1,4 +1,4 @@
-package informer
+package protolist
 
 import (
 	"context"
@@ -13,9 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-
-	"github.com/ctrlkit/ctrlkit/internal/protolist"
 )
+
+// pagesInFlight is the bound the tests give Pages.
+const pagesInFlight = 3
 
 // fakePages serves a list of n ConfigMaps in pages of opts.Limit, the way
 // kube-apiserver does: each page's continue token is the index of its
@@ -53,7 +54,7 @@ func (f *fakePages) page(ctx context.Context, opts metav1.ListOptions, meta func
 		return nil, fmt.Errorf("page at %d failed", from)
 	}
 	to := min(f.n, from+int(opts.Limit))
-	l := &protolist.List{ListMeta: metav1.ListMeta{ResourceVersion: "7"}}
+	l := &List{ListMeta: metav1.ListMeta{ResourceVersion: "7"}}
 	if to < f.n {
 		l.Continue = strconv.Itoa(to)
 	}
@@ -73,19 +74,19 @@ func (f *fakePages) page(ctx context.Context, opts metav1.ListOptions, meta func
 	return l, nil
 }
 
-func names(t *testing.T, obj runtime.Object) []string {
+func pageNames(t *testing.T, obj runtime.Object) []string {
 	t.Helper()
 	var out []string
-	for _, o := range obj.(*protolist.List).Items {
+	for _, o := range obj.(*List).Items {
 		out = append(out, o.(*corev1.ConfigMap).Name)
 	}
 	return out
 }
 
-// TestListPipelined: the pages of a list come back as one list, in order,
+// TestPages: the pages of a list come back as one list, in order,
 // at most pagesInFlight requests out at once, each next page asked for
 // with the token the page before gave.
-func TestListPipelined(t *testing.T) {
+func TestPages(t *testing.T) {
 	f := &fakePages{n: 23, fail: -1, release: make(chan struct{})}
 	go func() {
 		// Let the pages finish only once as many as may be are out.
@@ -100,11 +101,11 @@ func TestListPipelined(t *testing.T) {
 			goruntime.Gosched()
 		}
 	}()
-	l, err := listPipelined(t.Context(), metav1.ListOptions{Limit: 5, LabelSelector: "a=b"}, f.page)
+	l, err := Pages(t.Context(), metav1.ListOptions{Limit: 5, LabelSelector: "a=b"}, pagesInFlight, f.page)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := names(t, l)
+	got := pageNames(t, l)
 	if len(got) != 23 {
 		t.Fatalf("%d items, want 23: %v", len(got), got)
 	}
@@ -113,7 +114,7 @@ func TestListPipelined(t *testing.T) {
 			t.Fatalf("item %d is %s: %v", i, n, got)
 		}
 	}
-	if c := l.(*protolist.List).Continue; c != "" {
+	if c := l.(*List).Continue; c != "" {
 		t.Errorf("continue %q, want none", c)
 	}
 	if len(f.requests) != 5 || f.most != pagesInFlight {
@@ -126,26 +127,26 @@ func TestListPipelined(t *testing.T) {
 	}
 }
 
-// TestListPipelinedTokenAtTheEnd: when a page's token only comes with the
+// TestPagesTokenAtTheEnd: when a page's token only comes with the
 // whole page (a JSON answer), the list returned so far carries it, for
 // client-go's pager to ask for the rest.
-func TestListPipelinedTokenAtTheEnd(t *testing.T) {
+func TestPagesTokenAtTheEnd(t *testing.T) {
 	f := &fakePages{n: 12, json: true, fail: -1}
-	l, err := listPipelined(t.Context(), metav1.ListOptions{Limit: 5}, f.page)
+	l, err := Pages(t.Context(), metav1.ListOptions{Limit: 5}, pagesInFlight, f.page)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := names(t, l); len(got) != 5 || l.(*protolist.List).Continue != "5" {
-		t.Errorf("%v, continue %q; want the first 5 and continue 5", got, l.(*protolist.List).Continue)
+	if got := pageNames(t, l); len(got) != 5 || l.(*List).Continue != "5" {
+		t.Errorf("%v, continue %q; want the first 5 and continue 5", got, l.(*List).Continue)
 	}
 }
 
-// TestListPipelinedPageFails: a page that fails fails the list with its
+// TestPagesPageFails: a page that fails fails the list with its
 // error, and no page request outlives the call.
-func TestListPipelinedPageFails(t *testing.T) {
+func TestPagesPageFails(t *testing.T) {
 	f := &fakePages{n: 40, fail: 10, release: make(chan struct{})}
 	close(f.release)
-	_, err := listPipelined(t.Context(), metav1.ListOptions{Limit: 5}, f.page)
+	_, err := Pages(t.Context(), metav1.ListOptions{Limit: 5}, pagesInFlight, f.page)
 	if err == nil || err.Error() != "page at 10 failed" {
 		t.Errorf("error %v, want the failed page's", err)
 	}

@@ -392,8 +392,9 @@ func (q *Queue[T]) newNode(item T) *node[T] {
 }
 
 // shrinkFrom is the size of the key map from which release rebuilds it
-// once it holds under a quarter of that.
-const shrinkFrom = 4096
+// once it holds under a quarter of that: a drained backlog of any size
+// leaves a map built for fewer than shrinkFrom keys.
+const shrinkFrom = 1024
 
 // release forgets a node that is neither queued, processing nor delayed.
 // Go maps never shrink, so once a large backlog (the initial list of a

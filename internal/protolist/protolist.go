@@ -85,6 +85,10 @@ type Hooks struct {
 	// is decoded. kube-apiserver writes it before the items, so a continue
 	// token can be acted on while the page's items are still arriving.
 	Meta func(*metav1.ListMeta)
+	// Discard leaves the items out of the returned List: Decoded is then
+	// the only one to see each, and New may return the same value every
+	// time, to decode every item into.
+	Discard bool
 }
 
 // Decode reads one protobuf-encoded list from r and decodes each item as
@@ -181,7 +185,9 @@ func (d *decoder) list(n int64, l *List) error {
 			if d.hooks.Decoded != nil {
 				d.hooks.Decoded(item)
 			}
-			l.Items = append(l.Items, item)
+			if !d.hooks.Discard {
+				l.Items = append(l.Items, item)
+			}
 		default:
 			if err := d.skip(wire); err != nil {
 				return err

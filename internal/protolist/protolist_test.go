@@ -186,3 +186,33 @@ func TestIsProtobuf(t *testing.T) {
 		t.Error("a 2-byte body is protobuf")
 	}
 }
+
+// TestDecodeDiscard: with Discard, every item reaches Decoded, decoded
+// into the one value New returns, and none is kept in the list.
+func TestDecodeDiscard(t *testing.T) {
+	want := configMaps(20)
+	scratch := &corev1.ConfigMap{}
+	var names []string
+	got, err := Decode(bytes.NewReader(encode(t, want)), Hooks{
+		New: func() Item {
+			*scratch = corev1.ConfigMap{}
+			return scratch
+		},
+		Decoded: func(it Item) {
+			if it != Item(scratch) {
+				t.Errorf("Decoded got %p, want the scratch value %p", it, scratch)
+			}
+			names = append(names, scratch.Name)
+		},
+		Discard: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Items) != 0 || got.Continue != "next-page" {
+		t.Errorf("list: %d items, continue %q; want none, next-page", len(got.Items), got.Continue)
+	}
+	if len(names) != 20 || names[0] != "cm-0" || names[19] != "cm-19" {
+		t.Errorf("Decoded saw %q, want cm-0 to cm-19", names)
+	}
+}

@@ -193,7 +193,7 @@ func (c *Coordinator) step(ctx context.Context) error {
 	}
 	rec.Annotations[CommittedAnnotation] = next.Committed.String()
 	rec.Annotations[TargetAnnotation] = next.Target.String()
-	if _, err := c.opts.Kube.CoordinationV1().Leases(c.opts.Namespace).Update(ctx, rec, metav1.UpdateOptions{FieldManager: "ctrlkit-sharder"}); err != nil {
+	if _, err := c.opts.Kube.CoordinationV1().Leases(c.opts.Namespace).Update(ctx, rec, metav1.UpdateOptions{FieldManager: sharderFieldManager}); err != nil {
 		return fmt.Errorf("writing epochs %v: %w", next, err)
 	}
 	c.wrote = next

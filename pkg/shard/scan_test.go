@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
+	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -53,7 +54,7 @@ func TestScanCountsOnlyQueuedWork(t *testing.T) {
 	}
 	s.judge()
 	for _, r := range s.opts.Resources {
-		s.slots = append(s.slots, slot{res: r, unlabelled: &unlabelled{slim: s.slim, added: func(*metav1.PartialObjectMetadata) {}}})
+		s.slots = append(s.slots, slot{res: r, unlabelled: &unlabelled{snap: s.snapOf, added: func(cache.ObjectName, snap) {}}})
 	}
 
 	found, err := s.scan(t.Context())

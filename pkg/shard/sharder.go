@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -52,6 +54,14 @@ type SharderOptions struct {
 	Kube kubernetes.Interface
 	// Metadata lists, watches and labels the objects, metadata only.
 	Metadata metadata.Interface
+	// REST, when set, is a REST client built like metadata.NewForConfig's
+	// (metadata.ConfigFor, any GroupVersion: every request names its
+	// path), through which the sharder writes its labels instead of
+	// Metadata, reading each answer without decoding it. A move writes
+	// one label per moved object, and the decoded answers were most of
+	// the garbage the sharder's replica made meanwhile (see Sharder). A
+	// manager sets it from its rest config.
+	REST rest.Interface
 	// Resources are the sharded resources; at least one primary.
 	Resources []Resource
 	// Interval is how often liveness is judged again, for Leases that
@@ -96,13 +106,15 @@ type Sharder struct {
 	opts    SharderOptions
 	members *Members
 	log     logr.Logger
+	// shardLabel and drainLabel are the ring's ShardLabel and DrainLabel.
+	shardLabel, drainLabel string
 
 	mu   sync.Mutex
 	ring Ring
 	live []string
 	// snaps are the objects as the last scan read them, for the items it
 	// queued, until they are handled.
-	snaps map[item]*metav1.PartialObjectMetadata
+	snaps map[item]snap
 	// waiting are the children, by their primary owner, to label before
 	// it when it is assigned: children first, so that the new member's
 	// first Reconcile of the owner finds them.
@@ -168,7 +180,8 @@ func NewSharder(opts SharderOptions) (*Sharder, error) {
 		return nil, err
 	}
 	return &Sharder{opts: opts, members: NewMembers(opts.Ring, opts.Clock), log: opts.Logger, queue: q,
-		snaps: map[item]*metav1.PartialObjectMetadata{}, waiting: map[item][]item{}, scans: make(chan struct{}, 1)}, nil
+		shardLabel: ShardLabel(opts.Ring), drainLabel: DrainLabel(opts.Ring),
+		snaps: map[item]snap{}, waiting: map[item][]item{}, scans: make(chan struct{}, 1)}, nil
 }
 
 // Start runs the sharder until ctx ends. It blocks.
@@ -185,7 +198,6 @@ func (s *Sharder) Start(ctx context.Context) error {
 		return err
 	}
 	var slots []slot
-	shardLabel := ShardLabel(s.opts.Ring)
 	for _, r := range s.opts.Resources {
 		nss := r.Namespaces
 		if len(nss) == 0 {
@@ -193,12 +205,12 @@ func (s *Sharder) Start(ctx context.Context) error {
 		}
 		for _, ns := range nss {
 			i := len(slots)
-			slots = append(slots, slot{res: r, ns: ns, unlabelled: &unlabelled{slim: s.slim, added: func(m *metav1.PartialObjectMetadata) {
+			slots = append(slots, slot{res: r, ns: ns, unlabelled: &unlabelled{snap: s.snapOf, added: func(key cache.ObjectName, sn snap) {
 				// The selector already leaves labelled objects out; a
 				// client that ignores it (a fake) must not make them look
 				// new.
-				if m.Labels[shardLabel] == "" {
-					s.queue.Add(item{r: i, namespace: m.Namespace, name: m.Name})
+				if sn.shard == "" {
+					s.queue.Add(item{r: i, namespace: key.Namespace, name: key.Name})
 				}
 			}}})
 		}
@@ -213,7 +225,7 @@ func (s *Sharder) Start(ctx context.Context) error {
 	for _, sl := range slots {
 		rc := resourceClient(s.opts.Metadata, sl.res.Resource, sl.ns)
 		name := "sharder " + s.opts.Ring + ": unlabelled " + sl.res.Resource.GroupResource().String()
-		wg.Go(func() { sl.unlabelled.run(runCtx, name, "!"+shardLabel, rc) })
+		wg.Go(func() { sl.unlabelled.run(runCtx, name, "!"+s.shardLabel, rc) })
 		synced = append(synced, sl.unlabelled.hasSynced)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
@@ -253,24 +265,30 @@ func (s *Sharder) Start(ctx context.Context) error {
 	}
 }
 
-// slim returns what the sharder reads of m: its key, uid,
-// resourceVersion (its patches are conditional on it), the ring's labels,
-// its controlling owner and its deletion timestamp.
-func (s *Sharder) slim(m *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
-	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, DeletionTimestamp: m.DeletionTimestamp}}
-	for _, k := range []string{ShardLabel(s.opts.Ring), DrainLabel(s.opts.Ring)} {
-		if v, ok := m.Labels[k]; ok {
-			if out.Labels == nil {
-				out.Labels = map[string]string{}
-			}
-			out.Labels[k] = v
-		}
-	}
+// snap is what the sharder reads of an object: what Decide and a
+// conditional label patch need. It holds no map, and is kept by value in
+// the maps that hold it: a move holds thousands of them at once, and
+// each object slimmed to metadata (a struct and a label map of 288 bytes
+// each, the size class of the cached objects' own structs and maps) left
+// a hole between the keys the replica caches at the same time once it was
+// handled (measured by make bench-shard: heap in use ÷ live 1.69 on the
+// sharder's replica at N=4).
+type snap struct {
+	rv           string // the resourceVersion: its patches are conditional on it
+	shard, drain string // the ring's labels, "" when absent
+	owner        item   // its controlling owner, when hasOwner
+	hasOwner     bool   // its controlling owner is of a primary resource the sharder watches
+	deleting     bool   // it has a deletion timestamp
+}
+
+// snapOf returns what the sharder reads of m.
+func (s *Sharder) snapOf(m *metav1.PartialObjectMetadata) snap {
+	sn := snap{rv: m.ResourceVersion, shard: m.Labels[s.shardLabel], drain: m.Labels[s.drainLabel],
+		deleting: m.DeletionTimestamp != nil}
 	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
-		out.OwnerReferences = []metav1.OwnerReference{*ref}
+		sn.owner, sn.hasOwner = s.ownerItem(ref, m.Namespace)
 	}
-	return out
+	return sn
 }
 
 // observe records a member Lease, and judges liveness again.
@@ -354,7 +372,6 @@ func (s *Sharder) scan(ctx context.Context) (bool, error) {
 	ring := s.ring
 	s.waiting = map[item][]item{} // not clear: that keeps the buckets
 	s.mu.Unlock()
-	shardLabel, drainLabel := ShardLabel(s.opts.Ring), DrainLabel(s.opts.Ring)
 	moving := map[item]bool{}
 	found := false
 	for _, primaries := range []bool{true, false} {
@@ -362,11 +379,10 @@ func (s *Sharder) scan(ctx context.Context) (bool, error) {
 			if sl.res.Primary != primaries {
 				continue
 			}
-			err := s.list(ctx, i, func(m *metav1.PartialObjectMetadata) {
-				it := item{r: i, namespace: m.Namespace, name: m.Name}
-				current, draining := m.Labels[shardLabel], m.Labels[drainLabel] != ""
+			err := s.list(ctx, i, func(it item, sn snap) {
+				current, draining := sn.shard, sn.drain != ""
 				if primaries {
-					switch Decide(current, draining, ring.Owner(ringKey(m.Namespace, m.Name)), s.members.Alive) {
+					switch Decide(current, draining, ring.Owner(ringKey(it.namespace, it.name)), s.members.Alive) {
 					case Keep:
 						return
 					case Wait:
@@ -377,27 +393,27 @@ func (s *Sharder) scan(ctx context.Context) (bool, error) {
 						return
 					}
 					moving[it] = true
-					s.queueSnap(it, m)
+					s.queueSnap(it, sn)
 					found = true
 					return
 				}
-				owner, ok := s.primaryOwnerItem(m)
-				if !ok {
-					if current != ring.Owner(ringKey(m.Namespace, m.Name)) || draining || !s.members.Alive(current) {
-						s.queueSnap(it, m)
+				if !sn.hasOwner {
+					if current != ring.Owner(ringKey(it.namespace, it.name)) || draining || !s.members.Alive(current) {
+						s.queueSnap(it, sn)
 						found = true
 					}
 					return
 				}
+				owner := sn.owner
 				if current == ring.Owner(ringKey(owner.namespace, owner.name)) && !draining {
 					return
 				}
 				if moving[owner] {
-					s.wait(owner, it, m) // labelled when its owner is assigned
+					s.wait(owner, it, &sn) // labelled when its owner is assigned
 					return
 				}
 				found = true
-				s.queueSnap(it, m)
+				s.queueSnap(it, sn)
 			})
 			if err != nil {
 				return found, err
@@ -407,39 +423,21 @@ func (s *Sharder) scan(ctx context.Context) (bool, error) {
 	return found, nil
 }
 
-// list calls fn with every labelled object of slot r, a page at a time.
-func (s *Sharder) list(ctx context.Context, r int, fn func(*metav1.PartialObjectMetadata)) error {
-	sl := s.slots[r]
-	opts := metav1.ListOptions{LabelSelector: ShardLabel(s.opts.Ring), Limit: scanPage}
-	for {
-		l, err := resourceClient(s.opts.Metadata, sl.res.Resource, sl.ns).List(ctx, opts)
-		if err != nil {
-			return fmt.Errorf("listing %s: %w", sl.res.Resource, err)
-		}
-		for i := range l.Items {
-			fn(&l.Items[i])
-		}
-		if l.Continue == "" {
-			return nil
-		}
-		opts.Continue = l.Continue
-	}
-}
-
 // queueSnap queues it with the object as read.
-func (s *Sharder) queueSnap(it item, m *metav1.PartialObjectMetadata) {
+func (s *Sharder) queueSnap(it item, sn snap) {
 	s.mu.Lock()
-	s.snaps[it] = s.slim(m)
+	s.snaps[it] = sn
 	s.mu.Unlock()
 	s.queue.Add(it)
 }
 
-// wait records child it, as read, to be labelled when owner is assigned.
-func (s *Sharder) wait(owner, it item, m *metav1.PartialObjectMetadata) {
+// wait records child it, as read (sn, when not nil), to be labelled when
+// owner is assigned.
+func (s *Sharder) wait(owner, it item, sn *snap) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if m != nil {
-		s.snaps[it] = s.slim(m)
+	if sn != nil {
+		s.snaps[it] = *sn
 	}
 	if !slices.Contains(s.waiting[owner], it) {
 		s.waiting[owner] = append(s.waiting[owner], it)
@@ -466,25 +464,25 @@ func (s *Sharder) process(ctx context.Context) bool {
 
 // fetch returns the object of it: as the last scan read it, or as the
 // store of unlabelled objects holds it, or else as the API server has
-// it now; nil when it is gone.
-func (s *Sharder) fetch(ctx context.Context, it item) (*metav1.PartialObjectMetadata, error) {
+// it now; false when it is gone.
+func (s *Sharder) fetch(ctx context.Context, it item) (snap, bool, error) {
 	s.mu.Lock()
-	m := s.snaps[it]
+	sn, ok := s.snaps[it]
 	s.mu.Unlock()
-	if m != nil {
-		return m, nil
+	if ok {
+		return sn, true, nil
 	}
 	sl := s.slots[it.r]
-	if m := sl.unlabelled.get(it.namespace, it.name); m != nil && m.Labels[ShardLabel(s.opts.Ring)] == "" {
-		return m, nil
+	if sn, ok := sl.unlabelled.get(it.namespace, it.name); ok && sn.shard == "" {
+		return sn, true, nil
 	}
 	m, err := resourceClient(s.opts.Metadata, sl.res.Resource, it.namespace).Get(ctx, it.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, nil
+		return snap{}, false, nil
 	} else if err != nil {
-		return nil, err
+		return snap{}, false, err
 	}
-	return s.slim(m), nil
+	return s.snapOf(m), true, nil
 }
 
 // forget drops what is known of it once handled, or found stale.
@@ -498,17 +496,17 @@ func (s *Sharder) forget(it item) {
 	if len(s.snaps) == 0 {
 		// A Go map keeps its buckets when emptied: after a scan that moved
 		// thousands of objects, give them back.
-		s.snaps = map[item]*metav1.PartialObjectMetadata{}
+		s.snaps = map[item]snap{}
 	}
 }
 
 // handle labels one object as Decide says, its children first.
 func (s *Sharder) handle(ctx context.Context, it item) error {
-	obj, err := s.fetch(ctx, it)
+	obj, ok, err := s.fetch(ctx, it)
 	if err != nil {
 		return err
 	}
-	if obj == nil || obj.DeletionTimestamp != nil {
+	if !ok || obj.deleting {
 		s.forget(it)
 		return nil
 	}
@@ -519,9 +517,8 @@ func (s *Sharder) handle(ctx context.Context, it item) error {
 	return err
 }
 
-func (s *Sharder) decide(ctx context.Context, it item, obj *metav1.PartialObjectMetadata) error {
-	shardLabel, drainLabel := ShardLabel(s.opts.Ring), DrainLabel(s.opts.Ring)
-	current, draining := obj.Labels[shardLabel], obj.Labels[drainLabel] != ""
+func (s *Sharder) decide(ctx context.Context, it item, obj snap) error {
+	current, draining := obj.shard, obj.drain != ""
 	s.mu.Lock()
 	ring := s.ring
 	s.mu.Unlock()
@@ -530,9 +527,9 @@ func (s *Sharder) decide(ctx context.Context, it item, obj *metav1.PartialObject
 		if err != nil || !ok || (want == current && !draining) {
 			return err
 		}
-		return s.label(ctx, it.r, obj, want)
+		return s.label(ctx, it, obj, want)
 	}
-	desired := ring.Owner(ringKey(obj.Namespace, obj.Name))
+	desired := ring.Owner(ringKey(it.namespace, it.name))
 	switch Decide(current, draining, desired, s.members.Alive) {
 	case Assign:
 		if current != "" {
@@ -544,12 +541,12 @@ func (s *Sharder) decide(ctx context.Context, it item, obj *metav1.PartialObject
 		if err := s.assignChildren(ctx, it, desired); err != nil {
 			return err
 		}
-		if err := s.label(ctx, it.r, obj, desired); err != nil {
+		if err := s.label(ctx, it, obj, desired); err != nil {
 			return err
 		}
 		s.observed(Assign)
 	case Drain:
-		if err := s.patch(ctx, it.r, obj, map[string]any{drainLabel: "true"}); err != nil {
+		if err := s.patch(ctx, it, labelPatch(obj.rv, s.drainLabel, "true", "")); err != nil {
 			return err
 		}
 		s.observed(Drain)
@@ -580,15 +577,15 @@ func (s *Sharder) assignChildren(ctx context.Context, it item, member string) er
 }
 
 func (s *Sharder) assignChild(ctx context.Context, c item, member string) error {
-	obj, err := s.fetch(ctx, c)
-	if err != nil || obj == nil {
+	obj, ok, err := s.fetch(ctx, c)
+	if err != nil || !ok {
 		return err
 	}
-	if obj.Labels[ShardLabel(s.opts.Ring)] == member && obj.Labels[DrainLabel(s.opts.Ring)] == "" {
+	if obj.shard == member && obj.drain == "" {
 		s.forget(c)
 		return nil
 	}
-	err = s.label(ctx, c.r, obj, member)
+	err = s.label(ctx, c, obj, member)
 	if err == nil || apierrors.IsConflict(err) {
 		s.forget(c)
 	}
@@ -600,20 +597,20 @@ func (s *Sharder) assignChild(ctx context.Context, c item, member string) error 
 // waits for the owner, and is looked at again), or the ring's for its own
 // key when it has no primary owner, or for its owner's key when the owner
 // is gone.
-func (s *Sharder) childTarget(ctx context.Context, it item, obj *metav1.PartialObjectMetadata, ring Ring) (string, bool, error) {
-	owner, ok := s.primaryOwnerItem(obj)
-	if !ok {
-		return ring.Owner(ringKey(obj.Namespace, obj.Name)), true, nil
+func (s *Sharder) childTarget(ctx context.Context, it item, obj snap, ring Ring) (string, bool, error) {
+	if !obj.hasOwner {
+		return ring.Owner(ringKey(it.namespace, it.name)), true, nil
 	}
-	o, err := s.fetch(ctx, owner)
+	owner := obj.owner
+	o, ok, err := s.fetch(ctx, owner)
 	if err != nil {
 		return "", false, err
 	}
-	if o == nil {
+	if !ok {
 		return ring.Owner(ringKey(owner.namespace, owner.name)), true, nil
 	}
-	want := o.Labels[ShardLabel(s.opts.Ring)]
-	if want == "" || o.Labels[DrainLabel(s.opts.Ring)] != "" || !s.members.Alive(want) {
+	want := o.shard
+	if want == "" || o.drain != "" || !s.members.Alive(want) {
 		// Wait for the owner's assignment; look again in a while, in case
 		// it was assigned before this child was recorded.
 		s.wait(owner, it, nil)
@@ -623,20 +620,17 @@ func (s *Sharder) childTarget(ctx context.Context, it item, obj *metav1.PartialO
 	return want, true, nil
 }
 
-// primaryOwnerItem returns the item of obj's controlling owner when it is
-// of a primary resource the sharder watches in obj's namespace.
-func (s *Sharder) primaryOwnerItem(obj *metav1.PartialObjectMetadata) (item, bool) {
-	ref := metav1.GetControllerOfNoCopy(obj)
-	if ref == nil {
-		return item{}, false
-	}
+// ownerItem returns the item of ref, the controlling owner of an object
+// in namespace, when it is of a primary resource the sharder watches
+// there.
+func (s *Sharder) ownerItem(ref *metav1.OwnerReference, namespace string) (item, bool) {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil {
 		return item{}, false
 	}
 	for i, sl := range s.slots {
-		if sl.res.Primary && sl.res.Kind == (schema.GroupKind{Group: gv.Group, Kind: ref.Kind}) && (sl.ns == "" || sl.ns == obj.Namespace) {
-			return item{r: i, namespace: obj.Namespace, name: ref.Name}, true
+		if sl.res.Primary && sl.res.Kind == (schema.GroupKind{Group: gv.Group, Kind: ref.Kind}) && (sl.ns == "" || sl.ns == namespace) {
+			return item{r: i, namespace: namespace, name: ref.Name}, true
 		}
 	}
 	return item{}, false
@@ -671,7 +665,7 @@ func buryMember(ctx context.Context, kube kubernetes.Interface, leases cache.Sto
 	l = l.DeepCopy()
 	holder := buriedHolder
 	l.Spec.HolderIdentity = &holder
-	if _, err := kube.CoordinationV1().Leases(l.Namespace).Update(ctx, l, metav1.UpdateOptions{FieldManager: "ctrlkit-sharder"}); err != nil {
+	if _, err := kube.CoordinationV1().Leases(l.Namespace).Update(ctx, l, metav1.UpdateOptions{FieldManager: sharderFieldManager}); err != nil {
 		return fmt.Errorf("burying the Lease of member %s: %w", member, err)
 	}
 	log.Info("A member's Lease expired: buried it before giving its objects away", "ring", ring, "member", member)
@@ -684,25 +678,104 @@ func (s *Sharder) observed(a Action) {
 	}
 }
 
-// label assigns obj to member, clearing any drain label.
-func (s *Sharder) label(ctx context.Context, r int, obj *metav1.PartialObjectMetadata, member string) error {
-	return s.patch(ctx, r, obj, map[string]any{ShardLabel(s.opts.Ring): member, DrainLabel(s.opts.Ring): nil})
+// label assigns obj, the object of it, to member, clearing any drain
+// label.
+func (s *Sharder) label(ctx context.Context, it item, obj snap, member string) error {
+	return s.patch(ctx, it, labelPatch(obj.rv, s.shardLabel, member, s.drainLabel))
 }
 
-// patch merges labels into obj's, on the condition that obj has not
-// changed since it was read (its resourceVersion), so that no decision is
-// taken on an object someone else changed meanwhile.
-func (s *Sharder) patch(ctx context.Context, r int, obj *metav1.PartialObjectMetadata, labels map[string]any) error {
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": obj.ResourceVersion, "labels": labels}})
-	if err != nil {
-		return err
+// patch applies body, a labelPatch, to the object of it. The patch is
+// conditional on the resourceVersion the sharder read, so that no
+// decision is taken on an object someone else changed meanwhile.
+func (s *Sharder) patch(ctx context.Context, it item, body []byte) error {
+	gvr := s.slots[it.r].res.Resource
+	var err error
+	if s.opts.REST != nil {
+		err = patchUndecoded(ctx, s.opts.REST, gvr, it.namespace, it.name, body)
+	} else {
+		_, err = resourceClient(s.opts.Metadata, gvr, it.namespace).
+			Patch(ctx, it.name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: sharderFieldManager})
 	}
-	_, err = resourceClient(s.opts.Metadata, s.slots[r].res.Resource, obj.Namespace).
-		Patch(ctx, obj.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "ctrlkit-sharder"})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	return err
+}
+
+// sharderFieldManager is the field manager of the sharder's writes.
+const sharderFieldManager = "ctrlkit-sharder"
+
+// patchUndecoded merge-patches the object namespace/name of gvr with
+// body through rc, as the metadata client would, and reads the answer
+// without decoding it. Errors are the API server's (apierrors).
+func patchUndecoded(ctx context.Context, rc rest.Interface, gvr schema.GroupVersionResource, namespace, name string, body []byte) error {
+	answer, err := rc.Patch(types.MergePatchType).AbsPath(resourcePath(gvr, namespace, name)...).
+		Param("fieldManager", sharderFieldManager).SetHeader("Accept", metadataAccept).Body(body).Stream(ctx)
+	if err != nil {
+		return err
+	}
+	defer answer.Close()
+	_, err = io.Copy(io.Discard, answer)
+	return err
+}
+
+// metadataAccept asks for an object's metadata only, as the metadata
+// client does.
+const metadataAccept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+
+// resourcePath is the path of the object namespace/name of gvr, or of
+// the collection when name is "".
+func resourcePath(gvr schema.GroupVersionResource, namespace, name string) []string {
+	path := make([]string, 0, 7)
+	if gvr.Group == "" {
+		path = append(path, "api")
+	} else {
+		path = append(path, "apis", gvr.Group)
+	}
+	path = append(path, gvr.Version)
+	if namespace != "" {
+		path = append(path, "namespaces", namespace)
+	}
+	path = append(path, gvr.Resource)
+	if name != "" {
+		path = append(path, name)
+	}
+	return path
+}
+
+// labelPatch is the JSON merge patch that sets label key to value and
+// removes label remove (none when ""), on the condition that the object's
+// resourceVersion is still rv. It is written without the maps and
+// reflection json.Marshal would use: the sharder writes one per moved
+// object, and their garbage would land between the objects its replica
+// caches meanwhile.
+func labelPatch(rv, key, value, remove string) []byte {
+	b := make([]byte, 0, 64+len(rv)+len(key)+len(value)+len(remove))
+	b = append(b, `{"metadata":{"resourceVersion":`...)
+	b = appendJSONString(b, rv)
+	b = append(b, `,"labels":{`...)
+	b = appendJSONString(b, key)
+	b = append(b, ':')
+	b = appendJSONString(b, value)
+	if remove != "" {
+		b = append(b, ',')
+		b = appendJSONString(b, remove)
+		b = append(b, ":null"...)
+	}
+	return append(b, "}}}"...)
+}
+
+// appendJSONString appends s to b as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	for i := range len(s) {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			q, _ := json.Marshal(s) // cannot fail for a string
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // resourceClient is md's client of resource gvr in namespace (empty for

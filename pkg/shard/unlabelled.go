@@ -18,18 +18,18 @@ import (
 // objects never labelled, or a mass creation, fills it with thousands.
 // An informer would keep what such a burst made it grow (its store's
 // and its queue's maps, its handlers' buffers) for the life of the
-// process. This store is the only copy, slimmed (Sharder.slim), and
-// gives its map back once it is empty.
+// process. This store is the only copy, kept as what the sharder reads
+// of each object (a snap), and gives its map back once it is empty.
 //
 // It is the reflector's store, called from one goroutine; the sharder's
 // workers read it (get) concurrently.
 type unlabelled struct {
-	slim  func(*metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata
-	added func(*metav1.PartialObjectMetadata) // told of each object stored
+	snap  func(*metav1.PartialObjectMetadata) snap
+	added func(cache.ObjectName, snap) // told of each object stored
 
 	mu     sync.Mutex
-	objs   map[cache.ObjectName]*metav1.PartialObjectMetadata // nil when empty
-	synced bool                                               // a first list was stored
+	objs   map[cache.ObjectName]snap // nil when empty
+	synced bool                      // a first list was stored
 }
 
 var _ cache.ReflectorStore = (*unlabelled)(nil)
@@ -37,7 +37,7 @@ var _ cache.ReflectorStore = (*unlabelled)(nil)
 // run lists and watches rc's objects that selector selects, until ctx
 // ends.
 // It lists rather than use client-go's WatchList stream, which would hold
-// every object, unslimmed, in a store of its own until its Replace.
+// every object, whole, in a store of its own until its Replace.
 func (u *unlabelled) run(ctx context.Context, name, selector string, rc metadata.ResourceInterface) {
 	lw := kube.ListWatch(func(o *metav1.ListOptions) { o.LabelSelector = selector }, rc.List, rc.Watch)
 	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, kube.NoWatchList{}),
@@ -52,28 +52,28 @@ func (u *unlabelled) hasSynced() bool {
 	return u.synced
 }
 
-// put stores obj, slimmed; it reports what it stored, nil for an object
-// that is not metadata.
-func (u *unlabelled) put(obj any) *metav1.PartialObjectMetadata {
+// put stores what the sharder reads of obj; false for an object that is
+// not metadata.
+func (u *unlabelled) put(obj any) (cache.ObjectName, snap, bool) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
-		return nil
+		return cache.ObjectName{}, snap{}, false
 	}
-	m = u.slim(m)
+	key, sn := cache.MetaObjectToName(m), u.snap(m)
 	if u.objs == nil {
-		u.objs = map[cache.ObjectName]*metav1.PartialObjectMetadata{}
+		u.objs = map[cache.ObjectName]snap{}
 	}
-	u.objs[cache.MetaObjectToName(m)] = m
-	return m
+	u.objs[key] = sn
+	return key, sn, true
 }
 
 // Add stores obj and tells the sharder.
 func (u *unlabelled) Add(obj any) error {
 	u.mu.Lock()
-	m := u.put(obj)
+	key, sn, ok := u.put(obj)
 	u.mu.Unlock()
-	if m != nil {
-		u.added(m)
+	if ok {
+		u.added(key, sn)
 	}
 	return nil
 }
@@ -96,27 +96,33 @@ func (u *unlabelled) Delete(obj any) error {
 	return nil
 }
 
-// get returns the stored object namespace/name, or nil.
-func (u *unlabelled) get(namespace, name string) *metav1.PartialObjectMetadata {
+// get returns what is stored of the object namespace/name; false when
+// nothing is.
+func (u *unlabelled) get(namespace, name string) (snap, bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.objs[cache.NewObjectName(namespace, name)]
+	sn, ok := u.objs[cache.NewObjectName(namespace, name)]
+	return sn, ok
 }
 
 // Replace stores exactly list (a relist), and tells the sharder of each.
 func (u *unlabelled) Replace(list []any, _ string) error {
+	type stored struct {
+		key cache.ObjectName
+		sn  snap
+	}
 	u.mu.Lock()
 	u.objs = nil
-	stored := make([]*metav1.PartialObjectMetadata, 0, len(list))
+	all := make([]stored, 0, len(list))
 	for _, obj := range list {
-		if m := u.put(obj); m != nil {
-			stored = append(stored, m)
+		if key, sn, ok := u.put(obj); ok {
+			all = append(all, stored{key, sn})
 		}
 	}
 	u.synced = true
 	u.mu.Unlock()
-	for _, m := range stored {
-		u.added(m)
+	for _, st := range all {
+		u.added(st.key, st.sn)
 	}
 	return nil
 }

@@ -7,21 +7,28 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 )
 
 func meta(name string) *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name),
-		Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"big": "value"}}}
+		ResourceVersion: "rv-" + name, Labels: map[string]string{"app": "web", DrainLabel("web"): "true"},
+		Annotations: map[string]string{"big": "value"}}}
 }
 
-// TestUnlabelledStore: the store keeps each object slimmed, tells of
-// every object stored, forgets deleted ones, drops its map once empty, and
-// a Replace leaves exactly the list.
+// TestUnlabelledStore: the store keeps what the sharder reads of each
+// object, tells of every object stored, forgets deleted ones, drops its
+// map once empty, and a Replace leaves exactly the list.
 func TestUnlabelledStore(t *testing.T) {
-	s := &Sharder{opts: SharderOptions{Ring: "web"}}
+	s := &Sharder{opts: SharderOptions{Ring: "web"}, shardLabel: ShardLabel("web"), drainLabel: DrainLabel("web")}
 	var told []string
-	u := &unlabelled{slim: s.slim, added: func(m *metav1.PartialObjectMetadata) { told = append(told, m.Name) }}
-	get := func(name string) *metav1.PartialObjectMetadata { return u.get("ns", name) }
+	u := &unlabelled{snap: s.snapOf, added: func(key cache.ObjectName, sn snap) { told = append(told, key.Name) }}
+	get := func(name string) *snap {
+		if sn, ok := u.get("ns", name); ok {
+			return &sn
+		}
+		return nil
+	}
 	if u.hasSynced() {
 		t.Fatal("synced before a list")
 	}
@@ -31,8 +38,8 @@ func TestUnlabelledStore(t *testing.T) {
 	if !u.hasSynced() || !slices.Equal(told, []string{"a", "b"}) {
 		t.Fatalf("after a list of a and b: synced %v, told %q", u.hasSynced(), told)
 	}
-	if m := get("a"); m == nil || m.UID != "uid-a" || m.Annotations != nil || m.Labels != nil {
-		t.Fatalf("a stored as %+v, want it slimmed (uid kept, no annotations, no labels but the ring's)", m)
+	if sn := get("a"); sn == nil || *sn != (snap{rv: "rv-a", drain: "true"}) {
+		t.Fatalf("a stored as %+v, want its resourceVersion and the ring's labels", sn)
 	}
 	if err := u.Update(meta("a")); err != nil {
 		t.Fatal(err)

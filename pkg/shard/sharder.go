@@ -108,6 +108,7 @@ type Sharder struct {
 	log     logr.Logger
 	// shardLabel and drainLabel are the ring's ShardLabel and DrainLabel.
 	shardLabel, drainLabel string
+	collect                *collector // told of every label write
 
 	mu   sync.Mutex
 	ring Ring
@@ -180,7 +181,7 @@ func NewSharder(opts SharderOptions) (*Sharder, error) {
 		return nil, err
 	}
 	return &Sharder{opts: opts, members: NewMembers(opts.Ring, opts.Clock), log: opts.Logger, queue: q,
-		shardLabel: ShardLabel(opts.Ring), drainLabel: DrainLabel(opts.Ring),
+		shardLabel: ShardLabel(opts.Ring), drainLabel: DrainLabel(opts.Ring), collect: newCollector(),
 		snaps: map[item]snap{}, waiting: map[item][]item{}, scans: make(chan struct{}, 1)}, nil
 }
 
@@ -696,6 +697,7 @@ func (s *Sharder) patch(ctx context.Context, it item, body []byte) error {
 		_, err = resourceClient(s.opts.Metadata, gvr, it.namespace).
 			Patch(ctx, it.name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: sharderFieldManager})
 	}
+	s.collect.wrote()
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -57,10 +57,12 @@ type SharderOptions struct {
 	// REST, when set, is a REST client built like metadata.NewForConfig's
 	// (metadata.ConfigFor, any GroupVersion: every request names its
 	// path), through which the sharder writes its labels instead of
-	// Metadata, reading each answer without decoding it. A move writes
-	// one label per moved object, and the decoded answers were most of
-	// the garbage the sharder's replica made meanwhile (see Sharder). A
-	// manager sets it from its rest config.
+	// Metadata, reading each answer without decoding it, and reads the
+	// labelled objects a page at a time, decoding of each only what it
+	// keeps. A move writes one label per moved object, and with Metadata
+	// the decoded answers and pages were over half of what the sharder's
+	// replica allocated meanwhile (see Sharder). A manager sets it from
+	// its rest config.
 	REST rest.Interface
 	// Resources are the sharded resources; at least one primary.
 	Resources []Resource
@@ -99,9 +101,11 @@ type Observer interface {
 // them only what it reads, in maps it gives back once they are empty.
 // The labelled objects are read, a page at a time, by a scan when the
 // live members change (and once more after a scan that queued work, once
-// that work is done). What the replica running it still holds beyond its
-// own keys, mostly heap fragmentation from the writes of a large move, is
-// measured by make bench-shard.
+// that work is done). During a move, whose garbage is allocated between
+// the keys the replica caches meanwhile, it keeps that garbage small
+// (scans decode only what they keep, label answers are not decoded) and
+// collects it often (collector); what the replica running it still holds
+// beyond its own keys is measured by make bench-shard.
 type Sharder struct {
 	opts    SharderOptions
 	members *Members
@@ -268,12 +272,12 @@ func (s *Sharder) Start(ctx context.Context) error {
 
 // snap is what the sharder reads of an object: what Decide and a
 // conditional label patch need. It holds no map, and is kept by value in
-// the maps that hold it: a move holds thousands of them at once, and
-// each object slimmed to metadata (a struct and a label map of 288 bytes
-// each, the size class of the cached objects' own structs and maps) left
-// a hole between the keys the replica caches at the same time once it was
-// handled (measured by make bench-shard: heap in use ÷ live 1.69 on the
-// sharder's replica at N=4).
+// the maps that hold it: a move holds thousands at once, made by a scan
+// and dropped one by one as they are handled, and as objects slimmed to
+// metadata (a struct and a label map of 288 bytes each, the size class of
+// a cached ConfigMap's struct and maps) they were garbage of the kind
+// that leaves room between the objects the replica caches (see
+// collector).
 type snap struct {
 	rv           string // the resourceVersion: its patches are conditional on it
 	shard, drain string // the ring's labels, "" when absent

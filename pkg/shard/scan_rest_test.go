@@ -82,6 +82,13 @@ type scannedPair struct {
 func TestListThroughREST(t *testing.T) {
 	objs := scannedObjects()
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	page1 := protoAnswer(t, "PartialObjectMetadataList", &metav1.PartialObjectMetadataList{
+		ListMeta: metav1.ListMeta{ResourceVersion: "20", Continue: "page-2"}, Items: objs[:3]})
+	page2, err := json.Marshal(map[string]any{"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+		"metadata": map[string]any{"resourceVersion": "20"}, "items": objs[3:]})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var requests []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -93,12 +100,10 @@ func TestListThroughREST(t *testing.T) {
 		switch q.Get("continue") {
 		case "":
 			w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
-			_, _ = w.Write(protoAnswer(t, "PartialObjectMetadataList", &metav1.PartialObjectMetadataList{
-				ListMeta: metav1.ListMeta{ResourceVersion: "20", Continue: "page-2"}, Items: objs[:3]}))
+			_, _ = w.Write(page1)
 		case "page-2":
 			w.Header().Set("Content-Type", "application/json")
-			_, _ = fmt.Fprintf(w, `{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"20"},"items":[%s]}`,
-				mustJSON(t, objs[3]))
+			_, _ = w.Write(page2)
 		default:
 			http.Error(w, "unexpected continue", http.StatusBadRequest)
 		}
@@ -196,13 +201,4 @@ func TestPatchUndecoded(t *testing.T) {
 	if err := s.patch(t.Context(), it, patch); err != nil {
 		t.Errorf("an object gone came back as %v, want nil", err)
 	}
-}
-
-func mustJSON(t *testing.T, v any) []byte {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // collector runs the garbage collector during a move as often as
-// GOGC=12.5 would, rather than the default 100.
+// GOGC=25 would, rather than the default 100.
 //
 // Why: a move is thousands of label writes by the sharder, each a few
 // kilobytes of garbage (client-go's request, net/http's and HTTP/2's),
@@ -18,13 +18,13 @@ import (
 // the garbage allowed between collections, which GOGC sets: with the
 // default, the replica running the sharder held 1.2-1.4x the heap in use
 // per key of the others after a move of 10,000 keys (make bench-shard),
-// and kept most of that excess while the keys were rewritten afterwards;
-// with this collector after a quarter of the live heap, 1.05-1.14x, and
-// after an eighth, 1.01-1.05x (bench/results/shard.md has the last run).
+// and 1.02-1.14x with collections as often as GOGC=25 would run them.
+// As often as GOGC=12.5 gave no better in a full run, for twice the
+// collections.
 //
 // The cost is bounded by the move's own allocations: each forced
-// collection follows at least an eighth of the live heap (and 1 MiB) of
-// new allocations, so it marks at most eight bytes of live heap per byte
+// collection follows at least a quarter of the live heap (and 1 MiB) of
+// new allocations, so it marks at most four bytes of live heap per byte
 // the process allocated meanwhile. Outside moves the collector does
 // nothing, and it never makes the runtime collect less often than it
 // would.
@@ -46,8 +46,8 @@ func newCollector() *collector {
 }
 
 // wrote is called after each write of a move: it collects when the
-// process allocated more than bound(live heap) since the last collection.
-// Concurrent callers skip the check while one makes it.
+// process allocated more than a quarter of its live heap since the last
+// collection. Concurrent callers skip the check while one makes it.
 func (c *collector) wrote() {
 	if c == nil || !c.mu.TryLock() {
 		return
@@ -58,7 +58,7 @@ func (c *collector) wrote() {
 		c.cycles, c.base = cycles, allocs
 		return
 	}
-	if allocs-c.base < bound(live) {
+	if allocs-c.base < max(live/4, minGarbage) {
 		return
 	}
 	runtime.GC()
@@ -66,10 +66,6 @@ func (c *collector) wrote() {
 	allocs, _, c.cycles = c.read()
 	c.base = allocs
 }
-
-// bound is how much a move may allocate between two collections, for a
-// live heap of live bytes.
-func bound(live uint64) uint64 { return max(live/8, minGarbage) }
 
 func (c *collector) read() (allocs, live, cycles uint64) {
 	metrics.Read(c.samples)

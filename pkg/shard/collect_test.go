@@ -9,8 +9,8 @@ import (
 var sink []byte
 
 // TestCollector: after a write, the collector collects once the process
-// allocated more than bound(live heap) since the last collection, and not
-// before; a collection the runtime ran by
+// allocated more than a quarter of its live heap (and minGarbage) since
+// the last collection, and not before; a collection the runtime ran by
 // itself counts as one.
 func TestCollector(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // no collection but ours
@@ -28,7 +28,7 @@ func TestCollector(t *testing.T) {
 		t.Fatalf("with nothing allocated: %d forced, %d cycles; want none", c.forced, cycles()-before)
 	}
 	_, live, _ := c.read()
-	for range (bound(live) + 4<<20) / (64 << 10) {
+	for range (max(live/4, minGarbage) + 4<<20) / (64 << 10) {
 		sink = make([]byte, 64<<10)
 	}
 	c.wrote()

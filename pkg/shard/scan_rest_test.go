@@ -60,7 +60,7 @@ func scannedObjects() []metav1.PartialObjectMetadata {
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "uid-a", ResourceVersion: "11",
 			Labels: map[string]string{ShardLabel("web"): "m1", "app": "x"}, Annotations: map[string]string{"big": "value"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, Time: &now,
-				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{}}`)}}}}},
+				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:data":{}}`)}}}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b", ResourceVersion: "12", DeletionTimestamp: &now,
 			Labels: map[string]string{ShardLabel("web"): "m2", DrainLabel("web"): "true"}, Finalizers: []string{"f"}}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", ResourceVersion: "13", Labels: map[string]string{ShardLabel("web"): "m1"},

@@ -15,19 +15,19 @@ import (
 // event at a time. Between two collections, the cached objects are
 // allocated among that garbage, and once it is collected the spans they
 // share stay in use, mostly empty. How much room that leaves grows with
-// the garbage allowed between collections, which GOGC sets: with the
-// default, the replica running the sharder held 1.2-1.4x the heap in use
-// per key of the others after a move of 10,000 keys (make bench-shard),
-// and 1.02-1.14x with collections as often as GOGC=25 would run them.
-// As often as GOGC=12.5 gave no better in a full run, for twice the
-// collections.
+// the garbage allowed between collections, which GOGC sets. Before this
+// collector and the sharder's other cuts of its garbage (see Sharder), the
+// replica running the sharder held 1.24-1.64x the heap in use per key of
+// the others after a move of 10,000 keys (make bench-shard); with them,
+// collecting as often as GOGC=25 would, 1.02-1.14x. As often as
+// GOGC=12.5 gave no better in a full run, for twice the collections.
 //
 // The cost is bounded by the move's own allocations: each forced
 // collection follows at least a quarter of the live heap (and 1 MiB) of
 // new allocations, so it marks at most four bytes of live heap per byte
 // the process allocated meanwhile. Outside moves the collector does
-// nothing, and it never makes the runtime collect less often than it
-// would.
+// nothing (it acts only after the sharder's label writes), and it never
+// makes the runtime collect less often than it would.
 type collector struct {
 	mu      sync.Mutex
 	samples []metrics.Sample

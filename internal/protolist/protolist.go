@@ -91,6 +91,17 @@ type Hooks struct {
 	Discard bool
 }
 
+// DecodeBody decodes a list answer's body: in protobuf, item by item
+// while it is read (Decode, with h); otherwise (a server that answered in
+// JSON) with other, given the body from its start.
+func DecodeBody(body io.Reader, h Hooks, other func(io.Reader) (runtime.Object, error)) (runtime.Object, error) {
+	br := bufio.NewReaderSize(body, 64<<10)
+	if IsProtobuf(br) {
+		return Decode(br, h)
+	}
+	return other(br)
+}
+
 // Decode reads one protobuf-encoded list from r and decodes each item as
 // soon as it has been read, calling h's hooks. It reads r to its end.
 func Decode(r io.Reader, h Hooks) (*List, error) {

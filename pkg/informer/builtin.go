@@ -1,7 +1,6 @@
 package informer
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -91,19 +90,17 @@ func (c *Cache) builtInInformer(rt reflect.Type, gvk schema.GroupVersionKind) (b
 // decodeList decodes a list response body: protobuf while it is read,
 // with h's hooks, or, when the server answered in JSON, once it is all in.
 func decodeList(body io.Reader, h protolist.Hooks, newList func() runtime.Object) (runtime.Object, error) {
-	br := bufio.NewReaderSize(body, 64<<10)
-	if protolist.IsProtobuf(br) {
-		return protolist.Decode(br, h)
-	}
-	raw, err := io.ReadAll(br)
-	if err != nil {
-		return nil, fmt.Errorf("reading the list: %w", err)
-	}
-	list := newList()
-	if _, _, err := kubescheme.Codecs.UniversalDeserializer().Decode(raw, nil, list); err != nil {
-		return nil, fmt.Errorf("decoding the list: %w", err)
-	}
-	return list, nil
+	return protolist.DecodeBody(body, h, func(r io.Reader) (runtime.Object, error) {
+		raw, err := io.ReadAll(r)
+		if err != nil {
+			return nil, fmt.Errorf("reading the list: %w", err)
+		}
+		list := newList()
+		if _, _, err := kubescheme.Codecs.UniversalDeserializer().Decode(raw, nil, list); err != nil {
+			return nil, fmt.Errorf("decoding the list: %w", err)
+		}
+		return list, nil
+	})
 }
 
 // The initial list of a built-in type (a consistent one: resourceVersion

@@ -1,14 +1,15 @@
 package shard
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -47,26 +48,28 @@ func (s *Sharder) list(ctx context.Context, r int, fn func(item, snap)) error {
 			return "", err
 		}
 		defer body.Close()
-		br := bufio.NewReaderSize(body, 64<<10)
-		if !protolist.IsProtobuf(br) { // a server that answers this list in JSON
-			var l metav1.PartialObjectMetadataList
-			if err := json.NewDecoder(br).Decode(&l); err != nil {
-				return "", fmt.Errorf("decoding the answer: %w", err)
-			}
-			s.each(r, &l, fn)
-			return l.Continue, nil
-		}
 		m := &metaItem{shardLabel: s.shardLabel, drainLabel: s.drainLabel}
 		intern := map[string]string{}
-		l, err := protolist.Decode(br, protolist.Hooks{
+		l, err := protolist.DecodeBody(body, protolist.Hooks{
 			New:     func() protolist.Item { return m },
 			Decoded: func(protolist.Item) { fn(m.scanned(s, r, intern)) },
 			Discard: true,
+		}, func(answer io.Reader) (runtime.Object, error) { // a server that answers this list in JSON
+			var l metav1.PartialObjectMetadataList
+			if err := json.NewDecoder(answer).Decode(&l); err != nil {
+				return nil, fmt.Errorf("decoding the answer: %w", err)
+			}
+			s.each(r, &l, fn)
+			return &l, nil
 		})
 		if err != nil {
 			return "", err
 		}
-		return l.Continue, nil
+		lm, err := apimeta.ListAccessor(l)
+		if err != nil {
+			return "", err
+		}
+		return lm.GetContinue(), nil
 	}
 	cont := ""
 	for {

@@ -213,7 +213,7 @@ func (p *proc) heap(ctx context.Context) (heapStats, error) {
 }
 
 // heapProfile writes p's heap profile, after a GC, to dir/<name>.pb.gz.
-func (p *proc) heapProfile(ctx context.Context, dir string) error {
+func (p *proc) heapProfile(ctx context.Context, dir, suffix string) error {
 	b, err := p.get(ctx, "/debug/pprof/heap?gc=1")
 	if err != nil {
 		return err
@@ -221,7 +221,7 @@ func (p *proc) heapProfile(ctx context.Context, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, p.name+".pb.gz"), b, 0o644)
+	return os.WriteFile(filepath.Join(dir, p.name+suffix+".pb.gz"), b, 0o644)
 }
 
 // metric is the value of the first sample of p's /metrics whose line

@@ -54,6 +54,7 @@ type replicaConfig struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	QPS                                       float32 // the replica's client; negative means no client-side limit
 	Dir                                       string  // receives <name>.rec and <name>.log
+	MemProfileRate                            int     // runtime.MemProfileRate when > 0 (finer heap profiles)
 }
 
 // The records a replica writes, one line each, fields separated by
@@ -109,6 +110,9 @@ func replicaMain(name, configPath string) int {
 	var c replicaConfig
 	if err := json.Unmarshal(b, &c); err != nil {
 		return fail(fmt.Errorf("%s: %w", configPath, err))
+	}
+	if c.MemProfileRate > 0 {
+		runtime.MemProfileRate = c.MemProfileRate
 	}
 	f, err := os.OpenFile(filepath.Join(c.Dir, name+".rec"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {

@@ -450,7 +450,7 @@ func (m *Manager) sharderTerm(ctx context.Context) error {
 			}
 			sh, err := shard.NewSharder(shard.SharderOptions{Ring: s.ring, Namespace: s.sharder.Options().Namespace,
 				Kube: m.kube, Metadata: s.md, REST: s.rest, Resources: s.resources, Interval: s.sharder.Options().RetryPeriod, Logger: m.log,
-				Observe: s.metrics})
+				Local: s.member, Observe: s.metrics})
 			if err != nil {
 				return err
 			}

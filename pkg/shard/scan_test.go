@@ -82,3 +82,68 @@ func TestScanCountsOnlyQueuedWork(t *testing.T) {
 		t.Errorf("a scan that found a widget of a dead member: work %v, %d queued; want it queued", found, s.queue.Len())
 	}
 }
+
+// TestScanQueuesLocalMovesInRuns: with SharderOptions.Local set, a scan
+// queues the objects that move into the local member's cache together, in
+// runs of localRun, and every other object as it reads it; each object is
+// queued once.
+func TestScanQueuesLocalMovesInRuns(t *testing.T) {
+	gvr := schema.GroupVersionResource{Group: "test.ctrlkit.io", Version: "v1", Resource: "widgets"}
+	const n = 300
+	var objs []runtime.Object
+	for i := range n {
+		objs = append(objs, &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "test.ctrlkit.io/v1", Kind: "Widget"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("w%03d", i), Labels: map[string]string{ShardLabel("web"): "gone"}}})
+	}
+	scheme := runtime.NewScheme()
+	metav1.AddMetaToScheme(scheme)
+	s, err := NewSharder(SharderOptions{Ring: "web", Namespace: "leases", Kube: kubefake.NewClientset(),
+		Metadata: metadatafake.NewSimpleMetadataClient(scheme, objs...), Clock: clocktesting.NewFakeClock(time.Unix(1000, 0)), Local: "a",
+		Resources: []Resource{{Resource: gvr, Kind: schema.GroupKind{Group: "test.ctrlkit.io", Kind: "Widget"}, Primary: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.queue.ShutDown()
+	for _, m := range []string{"a", "b", "c"} {
+		s.members.Observe(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "leases", Name: LeaseName("web", m), ResourceVersion: "1"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: new(m), LeaseDurationSeconds: new(int32(15))}})
+	}
+	s.judge()
+	s.slots = []slot{{res: s.opts.Resources[0], unlabelled: &unlabelled{snap: s.snapOf, added: func(cache.ObjectName, snap) {}}}}
+	if _, err := s.scan(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var runs []int // lengths of the runs of local objects, in queue order
+	local, seen := 0, map[string]bool{}
+	for s.queue.Len() > 0 {
+		it, _ := s.queue.Get()
+		s.queue.Done(it)
+		seen[it.name] = true
+		if s.ring.Owner(ringKey(it.namespace, it.name)) == "a" {
+			local++
+			continue
+		}
+		if local > 0 {
+			runs, local = append(runs, local), 0
+		}
+	}
+	if local > 0 {
+		runs = append(runs, local)
+	}
+	if len(seen) != n {
+		t.Fatalf("queued %d distinct objects, want %d", len(seen), n)
+	}
+	total := 0
+	for _, r := range runs {
+		total += r
+	}
+	if total < localRun {
+		t.Fatalf("%d of %d objects go to the local member: too few for a run of %d; change the names", total, n, localRun)
+	}
+	for i, r := range runs {
+		if r != localRun && i != len(runs)-1 {
+			t.Errorf("runs of local objects %v: want runs of %d, the last one shorter", runs, localRun)
+			break
+		}
+	}
+}

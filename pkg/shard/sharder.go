@@ -74,6 +74,11 @@ type SharderOptions struct {
 	// Logger receives a line for every change of the live members, and
 	// errors.
 	Logger logr.Logger
+	// Local is the member this process runs as, if it is one. A scan
+	// queues the objects whose move writes into Local's cache (assigned
+	// to it, or drained from it) in runs of localRun, not spread among the
+	// others: see collector. A manager sets it.
+	Local string
 	// Observe, when set, is told of every change of the live members and
 	// of every label the sharder writes; a manager feeds its metrics with
 	// it. It must not block.
@@ -103,9 +108,12 @@ type Observer interface {
 // live members change (and once more after a scan that queued work, once
 // that work is done). During a move, whose garbage is allocated between
 // the keys the replica caches meanwhile, it keeps that garbage small
-// (scans decode only what they keep, label answers are not decoded) and
-// collects it often (collector); what the replica running it still holds
-// beyond its own keys is measured by make bench-shard.
+// (scans decode only what they keep, label answers are not decoded),
+// collects it often (collector), and writes the labels that bring keys
+// into its own replica's cache in runs (SharderOptions.Local), so that
+// the garbage of the others' writes falls between no kept object; what
+// the replica running it still holds beyond its own keys is measured by
+// make bench-shard.
 type Sharder struct {
 	opts    SharderOptions
 	members *Members
@@ -379,6 +387,18 @@ func (s *Sharder) scan(ctx context.Context) (bool, error) {
 	s.mu.Unlock()
 	moving := map[item]bool{}
 	found := false
+	var run runOf
+	defer run.flush(s)
+	// queue queues it, whose owner becomes target, in a run when the move
+	// writes into Local's cache.
+	queue := func(it item, sn snap, target string) {
+		found = true
+		if s.opts.Local == "" || (sn.shard != s.opts.Local && target != s.opts.Local) {
+			s.queueSnap(it, sn)
+			return
+		}
+		run.add(s, it, sn)
+	}
 	for _, primaries := range []bool{true, false} {
 		for i, sl := range s.slots {
 			if sl.res.Primary != primaries {
@@ -387,7 +407,8 @@ func (s *Sharder) scan(ctx context.Context) (bool, error) {
 			err := s.list(ctx, i, func(it item, sn snap) {
 				current, draining := sn.shard, sn.drain != ""
 				if primaries {
-					switch Decide(current, draining, ring.Owner(ringKey(it.namespace, it.name)), s.members.Alive) {
+					desired := ring.Owner(ringKey(it.namespace, it.name))
+					switch Decide(current, draining, desired, s.members.Alive) {
 					case Keep:
 						return
 					case Wait:
@@ -398,34 +419,58 @@ func (s *Sharder) scan(ctx context.Context) (bool, error) {
 						return
 					}
 					moving[it] = true
-					s.queueSnap(it, sn)
-					found = true
+					queue(it, sn, desired)
 					return
 				}
 				if !sn.hasOwner {
-					if current != ring.Owner(ringKey(it.namespace, it.name)) || draining || !s.members.Alive(current) {
-						s.queueSnap(it, sn)
-						found = true
+					if desired := ring.Owner(ringKey(it.namespace, it.name)); current != desired || draining || !s.members.Alive(current) {
+						queue(it, sn, desired)
 					}
 					return
 				}
 				owner := sn.owner
-				if current == ring.Owner(ringKey(owner.namespace, owner.name)) && !draining {
+				desired := ring.Owner(ringKey(owner.namespace, owner.name))
+				if current == desired && !draining {
 					return
 				}
 				if moving[owner] {
 					s.wait(owner, it, &sn) // labelled when its owner is assigned
 					return
 				}
-				found = true
-				s.queueSnap(it, sn)
+				queue(it, sn, desired)
 			})
 			if err != nil {
 				return found, err
 			}
 		}
+		run.flush(s)
 	}
 	return found, nil
+}
+
+// localRun is how many of the objects a scan moves into or out of the
+// local member's cache it queues together (SharderOptions.Local).
+const localRun = 64
+
+// runOf gathers the items of a run (localRun).
+type runOf struct{ items []item }
+
+func (r *runOf) add(s *Sharder, it item, sn snap) {
+	s.mu.Lock()
+	s.snaps[it] = sn
+	s.mu.Unlock()
+	r.items = append(r.items, it)
+	if len(r.items) == localRun {
+		r.flush(s)
+	}
+}
+
+// flush queues the run's items, in order.
+func (r *runOf) flush(s *Sharder) {
+	for _, it := range r.items {
+		s.queue.Add(it)
+	}
+	r.items = r.items[:0]
 }
 
 // queueSnap queues it with the object as read.

@@ -129,5 +129,5 @@ bench-e2e: envtest ## Compare ctrlkit with controller-runtime end to end on one 
 	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) $(GO) run ./bench/e2e -out $(CURDIR)/bench/results $(BENCH_ARGS)
 
 .PHONY: bench-shard
-bench-shard: envtest ## Run 1, 2, 3 and 4 sharded replicas as processes over 10,000 ConfigMaps on one envtest control plane: capacity at p99 queue time <= 1s, heap per replica, handover after a scale-up and a kill -9, against issue 15's targets; writes bench/results/shard.md and shard.svg (~27 min; BENCH_ARGS='-quick -out /tmp/shard' for a look in two minutes; bench/shard/README.md)
+bench-shard: envtest ## Run 1, 2, 3 and 4 sharded replicas as processes over 10,000 ConfigMaps on one envtest control plane: capacity at p99 queue time <= 1s, heap per replica, handover after a scale-up and a kill -9, against issue 15's targets; writes bench/results/shard.md and shard.svg (~45 min; BENCH_ARGS='-quick -out /tmp/shard' for a look in two minutes; bench/shard/README.md)
 	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) $(GO) run ./bench/shard -out $(CURDIR)/bench/results $(BENCH_ARGS)

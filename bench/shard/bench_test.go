@@ -350,3 +350,45 @@ func TestReportAfterTheSearch(t *testing.T) {
 		t.Error("the section has a row for N=2, which was not measured after its search")
 	}
 }
+
+// TestReportAtEqualTurnover: the heap after every key was written
+// -turnover times is judged against the singleton's after as many writes,
+// and the singleton's growth since its start is computed from its own
+// figures.
+func TestReportAtEqualTurnover(t *testing.T) {
+	c, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mb = 1 << 20
+	hc := func(inUse, alloc float64) heapStats {
+		return heapStats{HeapInuse: uint64(inUse * mb), HeapAlloc: uint64(alloc * mb)}
+	}
+	res := fakeResults()
+	res.idleSharded, res.idleUnsharded = hc(4, 3), hc(3, 2)
+	res.unsharded.heaps = []heapStats{hc(23, 21)} // share 20, live 19
+	res.unsharded.churned = []heapStats{hc(24, 21)}
+	res.unsharded.turned, res.unsharded.written = []heapStats{hc(28, 21.95)}, 6 // share 25 (+25%), live 19.95 (+5%)
+	res.stages[3].churned = []heapStats{hc(9.6, 8), hc(9, 8)}
+	res.stages[3].turned, res.stages[3].written = []heapStats{hc(11.5, 8), hc(10, 8)}, 6.2 // shares 7.5 (0.30), 6 (0.24)
+	out := report(c, res)
+	i := strings.Index(out, "### Heap in service: every key written 6 times")
+	if i < 0 {
+		t.Fatalf("no section on the heap at equal turnover in:\n%s", out)
+	}
+	section := out[i:]
+	section = section[:strings.Index(section, "### Heap per replica")]
+	for _, w := range []string{
+		"grew from its start (keys listed) to then by +25% in use and +5% live",
+		"divide by the singleton's sharded type after as many writes, 25.0 MiB",
+		"| 1, no sharding | 6.0 | 28.0 | 1.00 | 1.20 | – | 1.25 |",
+		"| 4 | 6.2 | 11.5ˢ, 10.0 | 0.30 · 0.24 | 0.30 | yes · yes | 1.50 · 1.20 |",
+	} {
+		if !strings.Contains(section, w) {
+			t.Errorf("the section does not contain %q:\n%s", w, section)
+		}
+	}
+	if strings.Contains(section, "| 2 |") {
+		t.Error("the section has a row for N=2, which was not measured")
+	}
+}

@@ -70,6 +70,7 @@ type config struct {
 	hold, warmup  time.Duration // per rate; the warm-up's writes are not judged
 	drain         time.Duration // the longest wait for a step's writes to be reconciled
 	iters         int           // bisection steps per N
+	turnover      float64       // writes per key before the heap is measured in service (turnover); 0: not measured
 	slo           time.Duration // p99 queue time
 	lease         [3]time.Duration
 	qps           float64 // the replicas' client QPS; negative: unlimited
@@ -79,6 +80,7 @@ type config struct {
 	out           string
 	keep          bool   // keep the replicas' records and logs
 	heapProfiles  string // a directory for each replica's heap profile, taken with its heap; "" for none
+	profileRate   int    // the replicas' runtime.MemProfileRate; 0 for the runtime's default
 	quick         bool
 }
 
@@ -107,6 +109,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.warmup, "warmup", 4*time.Second, "the start of each hold whose writes are not judged")
 	fs.DurationVar(&c.drain, "drain", 60*time.Second, "the longest wait, after a hold, for its writes to be reconciled")
 	fs.IntVar(&c.iters, "iters", 5, "bisection steps per number of replicas")
+	fs.Float64Var(&c.turnover, "turnover", 6, "after the capacity search, write every key until it was written this many times in the stage, then measure the heap again; 0 skips it")
 	fs.DurationVar(&c.lease[0], "lease-duration", 4*time.Second, "member Lease duration (whole seconds)")
 	fs.DurationVar(&c.lease[1], "renew-deadline", 3*time.Second, "member Lease renew deadline")
 	fs.DurationVar(&c.lease[2], "retry-period", 500*time.Millisecond, "member Lease retry period, and the sharder's liveness interval")
@@ -114,15 +117,16 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.settleTimeout, "settle-timeout", 10*time.Minute, "the longest wait for the keys to reach their members after a start, scale-up or kill")
 	fs.StringVar(&c.out, "out", "bench/results", "directory for shard.md and shard.svg")
 	fs.BoolVar(&c.keep, "keep", false, "keep the replicas' records and logs (their directory is printed)")
-	fs.StringVar(&c.heapProfiles, "heapprofile", "", "a directory to write each replica's heap profile (<replica>.pb.gz, go tool pprof) into when its heap is measured")
-	fs.BoolVar(&c.quick, "quick", false, "a quick look, a minute or two: -n 1000 -replicas 1,2 -hold 6s -warmup 2s -iters 3 -unsharded=false, unless set")
+	fs.StringVar(&c.heapProfiles, "heapprofile", "", "a directory to write each replica's heap profile (<replica>.pb.gz, go tool pprof) into when its heap is measured: <replica>-churned.pb.gz after the capacity search, <replica>-turned.pb.gz in service")
+	fs.IntVar(&c.profileRate, "memprofilerate", 0, "the replicas' runtime.MemProfileRate, for finer -heapprofile profiles (e.g. 4096); 0 keeps the runtime's default (512 KiB)")
+	fs.BoolVar(&c.quick, "quick", false, "a quick look, a minute or two: -n 1000 -replicas 1,2 -hold 6s -warmup 2s -iters 3 -turnover 2 -unsharded=false, unless set")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if c.quick {
 		set := make(map[string]bool)
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		quick := map[string]string{"n": "1000", "replicas": "1,2", "hold": "6s", "warmup": "2s", "iters": "3", "unsharded": "false"}
+		quick := map[string]string{"n": "1000", "replicas": "1,2", "hold": "6s", "warmup": "2s", "iters": "3", "unsharded": "false", "turnover": "2"}
 		for name, v := range quick {
 			if !set[name] {
 				if err := fs.Set(name, v); err != nil {
@@ -231,7 +235,7 @@ func run() error {
 	ctx := context.Background()
 
 	rc := replicaConfig{Kubeconfig: kubeconfig, Namespace: c.namespace, Ring: c.ring, Workers: c.workers, Cost: c.cost,
-		LeaseDuration: c.lease[0], RenewDeadline: c.lease[1], RetryPeriod: c.lease[2], QPS: float32(c.qps)}
+		LeaseDuration: c.lease[0], RenewDeadline: c.lease[1], RetryPeriod: c.lease[2], QPS: float32(c.qps), MemProfileRate: c.profileRate}
 	shardedFleet, err := b.newFleet(rc, dir, true)
 	if err != nil {
 		return err

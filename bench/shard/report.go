@@ -371,37 +371,68 @@ func comma(n int) string {
 	return s[:len(s)-3] + "," + s[len(s)-3:]
 }
 
+// laterHeap is one of the heap measurements taken after a stage's start:
+// which of its heaps, and the writes sent per key before them.
+type laterHeap struct {
+	heaps   func(stageResult) []heapStats
+	written func(stageResult) float64
+}
+
 // churnedReport is the section on the heap once the capacity search is
 // over, against the singleton's after its own search.
 func churnedReport(p func(string, ...any), c config, res *results) {
-	u := res.unsharded
-	base := share(u.churned[0], res.idleUnsharded)
 	p("### Heap after the capacity search\n\n")
 	p("The table above measures each replica just after the sharder placed every key: its hard case, since the replica running the sharder then holds the garbage of 10,000 label writes between its keys. ")
-	p("Here the same measurement is taken once the capacity search is over, when the driver's round-robin writes have replaced the cached objects (the writes sent per key are in the table) on every replica alike, the singleton included: the state of a replica in service. ")
-	p("The ratios divide by the singleton's sharded type after its own search, %.1f MiB.\n\n", base/(1<<20))
+	p("Here the same measurement is taken once the capacity search is over, when the driver's round-robin writes have replaced the cached objects on every replica alike, the singleton included. The search sends more writes per key the more replicas serve them (the table's second column), and a heap's room between its objects grows with the rewrites it went through: the next table compares the stages at equal writes per key. ")
+	laterReport(p, c, res, "after its own search", laterHeap{
+		heaps: func(s stageResult) []heapStats { return s.churned },
+		written: func(s stageResult) float64 {
+			sent := 0.0
+			for _, st := range s.cap.steps {
+				sent += st.achieved * c.hold.Seconds()
+			}
+			return sent / float64(c.n)
+		}})
+	if len(res.unsharded.turned) != 1 {
+		return
+	}
+	p("### Heap in service: every key written %g times\n\n", c.turnover)
+	p("After the capacity search, the driver wrote every key again, at 90%% of the capacity the search found, until each had been written %g times in the stage (searches included), and the heap was measured once those writes were reconciled: every stage, the singleton included, then holds objects rewritten as often, as in a replica that has served for a while. ", c.turnover)
+	if u := res.unsharded; len(u.heaps) == 1 {
+		live := func(h heapStats) float64 { return float64(h.HeapAlloc) - float64(res.idleUnsharded.HeapAlloc) }
+		p("In this run the singleton's sharded type grew from its start (keys listed) to then by %+.0f%% in use and %+.0f%% live. ",
+			100*(share(u.turned[0], res.idleUnsharded)/share(u.heaps[0], res.idleUnsharded)-1), 100*(live(u.turned[0])/live(u.heaps[0])-1))
+	}
+	laterReport(p, c, res, "after as many writes", laterHeap{
+		heaps:   func(s stageResult) []heapStats { return s.turned },
+		written: func(s stageResult) float64 { return s.written }})
+}
+
+// laterReport is a table of the heaps which says, judged like the main
+// table's against the singleton's heap of the same kind.
+func laterReport(p func(string, ...any), c config, res *results, whose string, which laterHeap) {
+	u := res.unsharded
+	base := share(which.heaps(*u)[0], res.idleUnsharded)
+	p("The ratios divide by the singleton's sharded type %s, %.1f MiB.\n\n", whose, base/(1<<20))
 	p("| replicas | writes sent per key | heap in use per replica (MiB) | ÷ singleton's: sharder · others (highest) | ≤ %.1f/N | met: sharder · others | in use ÷ live: sharder · others (mean) |\n|--|--:|--|--|--:|--|--|\n", heapTarget)
 	for _, s := range append([]stageResult{*u}, res.stages...) {
-		if len(s.churned) != len(s.heaps) {
+		hs := which.heaps(s)
+		if len(hs) != len(s.heaps) {
 			continue
 		}
 		idle := idleOf(s, res)
-		sent := 0.0
-		for _, st := range s.cap.steps {
-			sent += st.achieved * c.hold.Seconds()
-		}
 		name := fmt.Sprint(s.n)
 		if !s.sharded {
 			name = "1, no sharding"
 		}
 		// The ratios and verdicts as the main table's, over these heaps.
 		after := s
-		after.heaps = s.churned
+		after.heaps = hs
 		j := judge(after, baseline{share: base}, idle, c.n)
 		first := max(s.sharder, 0)
-		heaps := make([]string, len(s.churned))
+		heaps := make([]string, len(hs))
 		var sharderDensity, densitySum float64
-		for i, h := range s.churned {
+		for i, h := range hs {
 			heaps[i] = fmt.Sprintf("%.1f", mib(h.HeapInuse))
 			if i == s.sharder {
 				heaps[i] += "ˢ"
@@ -417,12 +448,12 @@ func churnedReport(p func(string, ...any), c config, res *results) {
 		if j.hasOthers {
 			ratios += fmt.Sprintf(" · %.2f", j.worstOthers)
 			met += " · " + yes(j.othersMet)
-			dens += fmt.Sprintf(" · %.2f", densitySum/float64(len(s.churned)-1))
+			dens += fmt.Sprintf(" · %.2f", densitySum/float64(len(hs)-1))
 		}
 		if s.n == 1 {
 			met = "–"
 		}
-		p("| %s | %.1f | %s | %s | %.2f | %s | %s |\n", name, sent/float64(c.n), strings.Join(heaps, ", "), ratios, heapTarget/float64(s.n), met, dens)
+		p("| %s | %.1f | %s | %s | %.2f | %s | %s |\n", name, which.written(s), strings.Join(heaps, ", "), ratios, heapTarget/float64(s.n), met, dens)
 	}
 	p("\nˢ the replica running the sharder.\n\n")
 }

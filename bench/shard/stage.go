@@ -21,6 +21,8 @@ type stageResult struct {
 	keys    []int         // keys owned per replica, in start order
 	heaps   []heapStats   // per replica, after GC, with the keys synced
 	churned []heapStats   // per replica, after GC, once the capacity search is over
+	turned  []heapStats   // per replica, after GC, once every key was written c.turnover times (turnover)
+	written float64       // writes sent per key when turned was measured
 	sharder int           // index of the replica running the sharder; -1 when none
 	cap     capacity
 	scaleUp *handover // N → N+1, when measured
@@ -234,7 +236,7 @@ func (b *bench) runStage(ctx context.Context, f *fleet, sharded bool, count int,
 		}
 		res.heaps = append(res.heaps, h)
 		if b.c.heapProfiles != "" {
-			if err := p.heapProfile(ctx, b.c.heapProfiles); err != nil {
+			if err := p.heapProfile(ctx, b.c.heapProfiles, ""); err != nil {
 				return res, err
 			}
 		}
@@ -255,9 +257,17 @@ func (b *bench) runStage(ctx context.Context, f *fleet, sharded bool, count int,
 			return res, err
 		}
 		res.churned = append(res.churned, h)
+		if b.c.heapProfiles != "" {
+			if err := p.heapProfile(ctx, b.c.heapProfiles, "-churned"); err != nil {
+				return res, err
+			}
+		}
 	}
 	b.logf("  after the capacity search: heap in use MiB %s, live %s", mibList(res.churned, func(h heapStats) uint64 { return h.HeapInuse }),
 		mibList(res.churned, func(h heapStats) uint64 { return h.HeapAlloc }))
+	if err := b.turnover(ctx, ps, &res); err != nil {
+		return res, err
+	}
 	if !sharded {
 		return res, nil
 	}
@@ -328,3 +338,54 @@ func mibList(hs []heapStats, f func(heapStats) uint64) string {
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// turnover writes every key until it was written b.c.turnover times since
+// the stage began (the capacity search's writes count), at the capacity
+// 90% of the capacity the search found, waits for those writes to be reconciled, and measures
+// each replica's heap: every stage, the singleton included, then holds
+// objects rewritten as often, which the heap after the capacity search
+// alone does not give (the search sends more writes per key the more
+// replicas serve them, and a heap's room between objects grows with the
+// rewrites it went through).
+func (b *bench) turnover(ctx context.Context, ps []*proc, res *stageResult) error {
+	if b.c.turnover <= 0 {
+		return nil
+	}
+	sent := 0.0
+	for _, st := range res.cap.steps {
+		sent += st.achieved * b.c.hold.Seconds()
+	}
+	rate := 0.9 * res.cap.best.achieved // below the capacity: no backlog to drain
+	if rate <= 0 {
+		rate = float64(len(ps)*b.c.workers) / b.c.cost.Seconds() / 2
+	}
+	if need := b.c.turnover*float64(b.c.n) - sent; need >= 1 {
+		c := b.c
+		c.hold, c.warmup = time.Duration(need/rate*float64(time.Second)), 0
+		st, err := holdRate(ctx, c, b.drv, ps, rate)
+		if err != nil {
+			return err
+		}
+		if st.missed > 0 {
+			return fmt.Errorf("turnover: %d writes never reconciled", st.missed)
+		}
+		sent += st.achieved * c.hold.Seconds()
+		b.logf("  turnover: %s", st)
+	}
+	res.written = sent / float64(b.c.n)
+	for _, p := range ps {
+		h, err := p.heap(ctx)
+		if err != nil {
+			return err
+		}
+		res.turned = append(res.turned, h)
+		if b.c.heapProfiles != "" {
+			if err := p.heapProfile(ctx, b.c.heapProfiles, "-turned"); err != nil {
+				return err
+			}
+		}
+	}
+	b.logf("  after %.1f writes per key: heap in use MiB %s, live %s", res.written, mibList(res.turned, func(h heapStats) uint64 { return h.HeapInuse }),
+		mibList(res.turned, func(h heapStats) uint64 { return h.HeapAlloc }))
+	return nil
+}

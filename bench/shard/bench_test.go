@@ -322,16 +322,7 @@ func TestChart(t *testing.T) {
 // against the singleton's after its own search, with each replica's in use
 // ÷ live; stages without that measurement are left out.
 func TestReportAfterTheSearch(t *testing.T) {
-	c, err := parseFlags(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const mb = 1 << 20
-	hc := func(inUse, alloc float64) heapStats {
-		return heapStats{HeapInuse: uint64(inUse * mb), HeapAlloc: uint64(alloc * mb)}
-	}
-	res := fakeResults()
-	res.idleSharded, res.idleUnsharded = hc(4, 3), hc(3, 2)
+	c, res := laterFixture(t)
 	res.unsharded.churned = []heapStats{hc(23, 21)}           // share 20, live 19
 	res.stages[3].churned = []heapStats{hc(9.6, 8), hc(9, 8)} // shares 5.6 (0.28) and 5 (0.25), live 5 and 5
 	out := report(c, res)
@@ -356,16 +347,7 @@ func TestReportAfterTheSearch(t *testing.T) {
 // and the singleton's growth since its start is computed from its own
 // figures.
 func TestReportAtEqualTurnover(t *testing.T) {
-	c, err := parseFlags(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const mb = 1 << 20
-	hc := func(inUse, alloc float64) heapStats {
-		return heapStats{HeapInuse: uint64(inUse * mb), HeapAlloc: uint64(alloc * mb)}
-	}
-	res := fakeResults()
-	res.idleSharded, res.idleUnsharded = hc(4, 3), hc(3, 2)
+	c, res := laterFixture(t)
 	res.unsharded.heaps = []heapStats{hc(23, 21)} // share 20, live 19
 	res.unsharded.churned = []heapStats{hc(24, 21)}
 	res.unsharded.turned, res.unsharded.written = []heapStats{hc(28, 21.95)}, 6 // share 25 (+25%), live 19.95 (+5%)
@@ -391,4 +373,23 @@ func TestReportAtEqualTurnover(t *testing.T) {
 	if strings.Contains(section, "| 2 |") {
 		t.Error("the section has a row for N=2, which was not measured")
 	}
+}
+
+// hc is a heap of inUse MiB in use and alloc MiB live.
+func hc(inUse, alloc float64) heapStats {
+	const mb = 1 << 20
+	return heapStats{HeapInuse: uint64(inUse * mb), HeapAlloc: uint64(alloc * mb)}
+}
+
+// laterFixture is the default config and fakeResults with idle heaps of
+// 4 MiB in use, 3 live (sharded) and 3, 2 (not).
+func laterFixture(t *testing.T) (config, *results) {
+	t.Helper()
+	c, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := fakeResults()
+	res.idleSharded, res.idleUnsharded = hc(4, 3), hc(3, 2)
+	return c, res
 }

@@ -385,14 +385,8 @@ func churnedReport(p func(string, ...any), c config, res *results) {
 	p("The table above measures each replica just after the sharder placed every key: its hard case, since the replica running the sharder then holds the garbage of 10,000 label writes between its keys. ")
 	p("Here the same measurement is taken once the capacity search is over, when the driver's round-robin writes have replaced the cached objects on every replica alike, the singleton included. The search sends more writes per key the more replicas serve them (the table's second column), and a heap's room between its objects grows with the rewrites it went through: the next table compares the stages at equal writes per key. ")
 	laterReport(p, c, res, "after its own search", laterHeap{
-		heaps: func(s stageResult) []heapStats { return s.churned },
-		written: func(s stageResult) float64 {
-			sent := 0.0
-			for _, st := range s.cap.steps {
-				sent += st.achieved * c.hold.Seconds()
-			}
-			return sent / float64(c.n)
-		}})
+		heaps:   func(s stageResult) []heapStats { return s.churned },
+		written: func(s stageResult) float64 { return searchWrites(c, s) }})
 	if len(res.unsharded.turned) != 1 {
 		return
 	}

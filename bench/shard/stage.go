@@ -340,10 +340,10 @@ func mibList(hs []heapStats, f func(heapStats) uint64) string {
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
 // turnover writes every key until it was written b.c.turnover times since
-// the stage began (the capacity search's writes count), at the capacity
-// 90% of the capacity the search found, waits for those writes to be reconciled, and measures
-// each replica's heap: every stage, the singleton included, then holds
-// objects rewritten as often, which the heap after the capacity search
+// the stage began (the capacity search's writes count), at 90% of the
+// capacity the search found, waits for those writes to be reconciled, and
+// measures each replica's heap: every stage, the singleton included, then
+// holds objects rewritten as often, which the heap after the capacity search
 // alone does not give (the search sends more writes per key the more
 // replicas serve them, and a heap's room between objects grows with the
 // rewrites it went through).
@@ -351,10 +351,7 @@ func (b *bench) turnover(ctx context.Context, ps []*proc, res *stageResult) erro
 	if b.c.turnover <= 0 {
 		return nil
 	}
-	sent := 0.0
-	for _, st := range res.cap.steps {
-		sent += st.achieved * b.c.hold.Seconds()
-	}
+	sent := searchWrites(b.c, *res) * float64(b.c.n)
 	rate := 0.9 * res.cap.best.achieved // below the capacity: no backlog to drain
 	if rate <= 0 {
 		rate = float64(len(ps)*b.c.workers) / b.c.cost.Seconds() / 2
@@ -388,4 +385,13 @@ func (b *bench) turnover(ctx context.Context, ps []*proc, res *stageResult) erro
 	b.logf("  after %.1f writes per key: heap in use MiB %s, live %s", res.written, mibList(res.turned, func(h heapStats) uint64 { return h.HeapInuse }),
 		mibList(res.turned, func(h heapStats) uint64 { return h.HeapAlloc }))
 	return nil
+}
+
+// searchWrites is the writes per key the capacity search of s sent.
+func searchWrites(c config, s stageResult) float64 {
+	sent := 0.0
+	for _, st := range s.cap.steps {
+		sent += st.achieved * c.hold.Seconds()
+	}
+	return sent / float64(c.n)
 }

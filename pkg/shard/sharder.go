@@ -456,9 +456,7 @@ const localRun = 64
 type runOf struct{ items []item }
 
 func (r *runOf) add(s *Sharder, it item, sn snap) {
-	s.mu.Lock()
-	s.snaps[it] = sn
-	s.mu.Unlock()
+	s.keepSnap(it, sn)
 	r.items = append(r.items, it)
 	if len(r.items) == localRun {
 		r.flush(s)
@@ -475,10 +473,15 @@ func (r *runOf) flush(s *Sharder) {
 
 // queueSnap queues it with the object as read.
 func (s *Sharder) queueSnap(it item, sn snap) {
+	s.keepSnap(it, sn)
+	s.queue.Add(it)
+}
+
+// keepSnap records the object as read for it, until it is handled.
+func (s *Sharder) keepSnap(it item, sn snap) {
 	s.mu.Lock()
 	s.snaps[it] = sn
 	s.mu.Unlock()
-	s.queue.Add(it)
 }
 
 // wait records child it, as read (sn, when not nil), to be labelled when

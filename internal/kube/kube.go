@@ -39,17 +39,17 @@ var clientGoTypes = sync.OnceValue(func() map[schema.GroupVersionKind]reflect.Ty
 })
 
 // RESTClient returns a REST client of gv built from a copy of cfg on hc,
-// decoding answers straight into the Go types of codecs' scheme (no
-// conversion). With proto it sends protobuf and accepts protobuf or JSON;
-// without, JSON only.
-func RESTClient(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFactory, gv schema.GroupVersion, proto bool) (rest.Interface, error) {
+// encoding and decoding with ns (WithoutConversion: straight into the Go
+// types of a scheme). With proto it sends protobuf and accepts protobuf
+// or JSON; without, JSON only.
+func RESTClient(cfg *rest.Config, hc *http.Client, ns runtime.NegotiatedSerializer, gv schema.GroupVersion, proto bool) (rest.Interface, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.GroupVersion = &gv
 	cfg.APIPath = "/apis"
 	if gv.Group == "" {
 		cfg.APIPath = "/api"
 	}
-	cfg.NegotiatedSerializer = serializer.WithoutConversionCodecFactory{CodecFactory: codecs}
+	cfg.NegotiatedSerializer = ns
 	cfg.ContentType = runtime.ContentTypeJSON
 	cfg.AcceptContentTypes = runtime.ContentTypeJSON
 	if proto {
@@ -61,6 +61,12 @@ func RESTClient(cfg *rest.Config, hc *http.Client, codecs serializer.CodecFactor
 		return nil, fmt.Errorf("building the REST client of %s: %w", gv, err)
 	}
 	return rc, nil
+}
+
+// WithoutConversion is codecs' NegotiatedSerializer that decodes into
+// the Go types of codecs' scheme as they are sent, with no conversion.
+func WithoutConversion(codecs serializer.CodecFactory) runtime.NegotiatedSerializer {
+	return serializer.WithoutConversionCodecFactory{CodecFactory: codecs}
 }
 
 // ShareRateLimiter gives cfg, unless it has a limiter or no limit, one

@@ -89,6 +89,10 @@ type Hooks struct {
 	// the only one to see each, and New may return the same value every
 	// time, to decode every item into.
 	Discard bool
+	// StripManagedFields removes each item's metadata.managedFields
+	// before it is decoded (StripManagedFields): for a cache that would
+	// drop them anyway. The items' kind must be one of ObjectKinds.
+	StripManagedFields bool
 }
 
 // DecodeBody decodes a list answer's body: in protobuf, item by item
@@ -188,6 +192,9 @@ func (d *decoder) list(n int64, l *List) error {
 			b, err := d.bytes()
 			if err != nil {
 				return err
+			}
+			if d.hooks.StripManagedFields {
+				b = StripManagedFields(b) // b is d.buf, the decoder's own
 			}
 			item := d.hooks.New()
 			if err := item.Unmarshal(b); err != nil {

@@ -205,7 +205,7 @@ func (s *shared) restFor(gv schema.GroupVersion, proto bool) (rest.Interface, er
 	if rc, ok := s.rests[key]; ok {
 		return rc, nil
 	}
-	rc, err := kube.RESTClient(s.cfg, s.http, s.codecs, gv, proto)
+	rc, err := kube.RESTClient(s.cfg, s.http, kube.WithoutConversion(s.codecs), gv, proto)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}

@@ -52,11 +52,12 @@ func (c *Cache) builtInInformer(rt reflect.Type, gvk schema.GroupVersionKind) (b
 		return nil, err
 	}
 	resync := c.resyncFor(rt)
+	strip := !c.opts.KeepManagedFields && protolist.ObjectKinds(kubescheme.Scheme, gvk.GroupVersion())[gvk.Kind]
 	newItem := func() protolist.Item { return reflect.New(rt.Elem()).Interface().(protolist.Item) }
 	return func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions), share *sharer) (cache.SharedIndexInformer, error) {
 		return restInformer(rc, rt, gvr, ns, tweak, resync, func(ctx context.Context, opts metav1.ListOptions, request func(metav1.ListOptions) *rest.Request) (runtime.Object, error) {
 			hooks := func() protolist.Hooks {
-				h := protolist.Hooks{New: newItem}
+				h := protolist.Hooks{New: newItem, StripManagedFields: strip}
 				if share != nil {
 					d := &decodeSharing{s: share}
 					h.New = func() protolist.Item {
@@ -123,3 +124,33 @@ const (
 	initialPage   = 10000
 	pagesInFlight = 3
 )
+
+// stripping is a NegotiatedSerializer whose decoders remove
+// metadata.managedFields from protobuf-encoded objects of kinds before
+// decoding them (protolist.StripManagedFieldsEnvelope), for the built-in
+// types' REST clients of a cache that strips them anyway: decoding them
+// only to drop them is garbage between the pieces of the objects the
+// cache keeps (internal/protolist/strip.go).
+type stripping struct {
+	runtime.NegotiatedSerializer
+	kinds map[string]bool
+}
+
+// DecoderToVersion wraps the serializer's decoder.
+func (s stripping) DecoderToVersion(d runtime.Decoder, gv runtime.GroupVersioner) runtime.Decoder {
+	return strippingDecoder{Decoder: s.NegotiatedSerializer.DecoderToVersion(d, gv), kinds: s.kinds}
+}
+
+// strippingDecoder strips data in place before decoding it: its callers,
+// client-go's REST client and watch decoder, give it bytes of their own
+// (a response body, a watch event's copy of its object) that nothing
+// reads after the decode.
+type strippingDecoder struct {
+	runtime.Decoder
+	kinds map[string]bool
+}
+
+// Decode strips, then decodes.
+func (d strippingDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	return d.Decoder.Decode(protolist.StripManagedFieldsEnvelope(data, d.kinds), defaults, into)
+}

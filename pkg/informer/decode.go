@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ctrlkit/ctrlkit/internal/kube"
+	"github.com/ctrlkit/ctrlkit/internal/protolist"
 )
 
 // Custom types are listed and watched as JSON through a REST client of
@@ -73,7 +74,11 @@ func (c *Cache) restFor(gv schema.GroupVersion, proto bool) (rest.Interface, err
 	if rc, ok := clients[gv]; ok {
 		return rc, nil
 	}
-	rc, err := kube.RESTClient(t.cfg, t.http, codecs, gv, proto)
+	ns := kube.WithoutConversion(codecs)
+	if proto && !c.opts.KeepManagedFields {
+		ns = stripping{NegotiatedSerializer: ns, kinds: protolist.ObjectKinds(kubescheme.Scheme, gv)}
+	}
+	rc, err := kube.RESTClient(t.cfg, t.http, ns, gv, proto)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,189 @@
+package protolist
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
+)
+
+// managed is a ConfigMap written by n field managers, with fields on
+// both sides of managedFields in ObjectMeta's encoding (ownerReferences
+// is field 13, creationTimestamp 8; managedFields 17; none after it is
+// set, so the test also sets a large data value that must survive).
+func managed(n int) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "ns", UID: "0b0b2b3c-aaaa-bbbb-cccc-000000000001", ResourceVersion: "4711",
+			CreationTimestamp: metav1.NewTime(time.Unix(1700000000, 0)),
+			Labels:            map[string]string{"app": "x", "shard.ctrlkit.io/ring": "member-1"},
+			Annotations:       map[string]string{"note": strings.Repeat("a", 300)},
+			OwnerReferences:   []metav1.OwnerReference{{APIVersion: "v1", Kind: "Secret", Name: "owner", UID: "u-1"}}},
+		Data: map[string]string{"value": strings.Repeat("v", 1024)},
+	}
+	for i := range n {
+		ts := metav1.NewTime(time.Unix(1700000000+int64(i), 0))
+		cm.ManagedFields = append(cm.ManagedFields, metav1.ManagedFieldsEntry{
+			Manager: fmt.Sprintf("manager-%d", i), Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &ts,
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:data":{"f:value":{}},"f:metadata":{"f:labels":{"f:app":{}}}}`)})
+	}
+	return cm
+}
+
+// TestStripManagedFields decodes objects stripped in place as the same
+// objects without managedFields, and leaves objects without any as they
+// were.
+func TestStripManagedFields(t *testing.T) {
+	for _, n := range []int{0, 1, 3, 40} {
+		t.Run(fmt.Sprint(n, " entries"), func(t *testing.T) {
+			cm := managed(n)
+			b, err := cm.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			size := len(b)
+			stripped := StripManagedFields(b)
+			if n == 0 && len(stripped) != size {
+				t.Fatalf("no managedFields: %d bytes became %d", size, len(stripped))
+			}
+			if n > 0 && len(stripped) >= size {
+				t.Fatalf("%d entries: %d bytes became %d", n, size, len(stripped))
+			}
+			got := &corev1.ConfigMap{}
+			if err := got.Unmarshal(stripped); err != nil {
+				t.Fatalf("decoding the stripped object: %v", err)
+			}
+			want := cm.DeepCopy()
+			want.ManagedFields = nil
+			if !apiequality.Semantic.DeepEqual(got, want) {
+				t.Fatalf("stripped object decodes as\n%+v\nwant\n%+v", got, want)
+			}
+		})
+	}
+}
+
+// TestStripManagedFieldsEnvelope strips an object as the protobuf
+// serializer writes it, and leaves JSON and lists alone.
+func TestStripManagedFieldsEnvelope(t *testing.T) {
+	ser := protobuf.NewSerializer(kubescheme.Scheme, kubescheme.Scheme)
+	encode := func(obj runtime.Object) []byte {
+		var buf bytes.Buffer
+		if err := ser.Encode(obj, &buf); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	cm := managed(3)
+	cm.APIVersion, cm.Kind = "v1", "ConfigMap"
+	data := encode(cm)
+	objectKind := ObjectKinds(kubescheme.Scheme, corev1.SchemeGroupVersion)
+	stripped := StripManagedFieldsEnvelope(data, objectKind)
+	if len(stripped) >= len(data) {
+		t.Fatalf("%d bytes became %d", len(data), len(stripped))
+	}
+	obj, _, err := ser.Decode(stripped, nil, nil)
+	if err != nil {
+		t.Fatalf("decoding the stripped envelope: %v", err)
+	}
+	want := cm.DeepCopy()
+	want.ManagedFields = nil
+	want.APIVersion, want.Kind = "", ""
+	got := obj.(*corev1.ConfigMap)
+	got.APIVersion, got.Kind = "", ""
+	if !apiequality.Semantic.DeepEqual(got, want) {
+		t.Fatalf("stripped envelope decodes as\n%+v\nwant\n%+v", got, want)
+	}
+
+	list := &corev1.ConfigMapList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMapList"},
+		ListMeta: metav1.ListMeta{ResourceVersion: "1", Continue: strings.Repeat("c", 200)}, Items: []corev1.ConfigMap{*managed(2)}}
+	for name, in := range map[string][]byte{"json": []byte(`{"kind":"ConfigMap","metadata":{"managedFields":[{}]}}`), "list": encode(list)} {
+		before := bytes.Clone(in)
+		if out := StripManagedFieldsEnvelope(in, objectKind); !bytes.Equal(out, before) {
+			t.Errorf("%s changed", name)
+		}
+	}
+}
+
+// TestStripManagedFieldsLeavesBadInputAlone returns every truncation of
+// an object unchanged or decodable as a prefix would be: never a panic,
+// never bytes from outside the input.
+func TestStripManagedFieldsLeavesBadInputAlone(t *testing.T) {
+	full, err := managed(2).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range len(full) {
+		in := bytes.Clone(full[:n])
+		out := StripManagedFields(in)
+		if len(out) > n {
+			t.Fatalf("truncated to %d bytes: got %d", n, len(out))
+		}
+	}
+	for _, in := range [][]byte{nil, {0x0b}, {0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, {0x0a, 0x05, 0x8a}} {
+		before := bytes.Clone(in)
+		if out := StripManagedFields(in); !bytes.Equal(out, before) {
+			t.Errorf("%x became %x", before, out)
+		}
+	}
+}
+
+// TestObjectKinds: every kind of client-go's scheme whose Go type has an
+// ObjectMeta has it as field 1, and ObjectKinds names those and no
+// other (no list, option or event type).
+func TestObjectKinds(t *testing.T) {
+	objectMeta := reflect.TypeFor[metav1.ObjectMeta]()
+	named := 0
+	for _, gv := range kubescheme.Scheme.PrioritizedVersionsAllGroups() {
+		kinds := ObjectKinds(kubescheme.Scheme, gv)
+		for kind, rt := range kubescheme.Scheme.KnownTypes(gv) {
+			f, has := rt.FieldByName("ObjectMeta")
+			has = has && f.Type == objectMeta
+			if has && !strings.HasPrefix(f.Tag.Get("protobuf"), "bytes,1,") {
+				t.Errorf("%v %s: ObjectMeta is not field 1: %q", gv, kind, f.Tag.Get("protobuf"))
+			}
+			if kinds[kind] != has {
+				t.Errorf("%v %s: ObjectKinds says %v, has ObjectMeta %v", gv, kind, kinds[kind], has)
+			}
+		}
+		named += len(kinds)
+	}
+	if core := ObjectKinds(kubescheme.Scheme, corev1.SchemeGroupVersion); !core["ConfigMap"] || !core["Pod"] || core["ConfigMapList"] || core["WatchEvent"] || core["ListOptions"] {
+		t.Errorf("core/v1 object kinds: %v", core)
+	}
+	if named < 150 {
+		t.Fatalf("only %d kinds named", named)
+	}
+}
+
+// TestDecodeStripsItems: with Hooks.StripManagedFields the items of a
+// list decode without their managedFields and are otherwise whole.
+func TestDecodeStripsItems(t *testing.T) {
+	list := &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "5"}}
+	for range 3 {
+		list.Items = append(list.Items, *managed(2))
+	}
+	body := encode(t, list)
+	for _, strip := range []bool{false, true} {
+		got, err := Decode(bytes.NewReader(body), Hooks{New: newConfigMap, StripManagedFields: strip})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, item := range got.Items {
+			want := list.Items[i].DeepCopy()
+			if strip {
+				want.ManagedFields = nil
+			}
+			if !apiequality.Semantic.DeepEqual(item, want) {
+				t.Errorf("strip %v, item %d: got\n%+v\nwant\n%+v", strip, i, item, want)
+			}
+		}
+	}
+}

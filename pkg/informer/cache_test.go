@@ -437,3 +437,26 @@ func TestResyncByType(t *testing.T) {
 		}
 	}
 }
+
+// TestListerGetAllocatesOnlyItsKey: a Get from an informer of one part
+// (every namespace) allocates the key it looks up and nothing else; it
+// runs in every Reconcile.
+func TestListerGetAllocatesOnlyItsKey(t *testing.T) {
+	kube := fake.NewClientset(configMap("default", "a", nil))
+	c, err := informer.New(informer.Clients{Kube: kube, Dynamic: newDynamic(), Mapper: newMapper(widgetGVK)}, informer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms, err := informer.For[*corev1.ConfigMap](c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, c)
+	lister := cms.Lister()
+	if _, err := lister.Get("default", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = lister.Get("default", "a") }); n > 1 {
+		t.Errorf("Get allocated %.0f times, want at most 1 (its key)", n)
+	}
+}

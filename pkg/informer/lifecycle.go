@@ -263,7 +263,7 @@ func (e *entry) buildParts() ([]*part, error) {
 		if err := inf.SetWatchErrorHandlerWithContext(e.watchErrorHandler); err != nil {
 			return nil, fmt.Errorf("setting the watch error handler: %w", err)
 		}
-		p := &part{inf: inf, scope: newScope(ns, tweak), closed: make(chan struct{})}
+		p := &part{inf: inf, alone: []cache.Indexer{inf.GetIndexer()}, scope: newScope(ns, tweak), closed: make(chan struct{})}
 		p.writes.waiters = make(map[chan struct{}]struct{})
 		parts = append(parts, p)
 	}

@@ -99,7 +99,10 @@ func (r *Registration) HasSynced() bool {
 // part is one client-go informer of an entry: the entry's objects in one
 // namespace (all namespaces when the entry is not narrowed to a list).
 type part struct {
-	inf    cache.SharedIndexInformer
+	inf cache.SharedIndexInformer
+	// alone is inf's indexer as a slice of one: what readers returns when
+	// this part is the only one to read, without a slice per lookup.
+	alone  []cache.Indexer
 	scope  scope
 	writes writeTracker
 	// closed is closed when the part is taken out of its entry because the
@@ -292,9 +295,13 @@ func (e *entry) unregister(r *Registration) error {
 // readers returns the indexers that hold namespace's objects ("" for all
 // namespaces), or an error when the entry does not cache namespace or was
 // removed. Before the entry runs, and while its API is not served, it
-// returns none: nothing is cached.
+// returns none: nothing is cached. The slice may be shared: callers
+// only read it.
 func (e *entry) readers(namespace string) ([]cache.Indexer, error) {
 	ps := e.current()
+	if len(ps) == 1 && (namespace == "" || ps[0].scope.namespace == "" || ps[0].scope.namespace == namespace) {
+		return ps[0].alone, nil // the common case, every lister Get: no allocation
+	}
 	if ps == nil {
 		e.mu.Lock()
 		removed := e.removed

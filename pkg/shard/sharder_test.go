@@ -120,12 +120,20 @@ func TestSharder(t *testing.T) {
 	})
 	defer func() { cancel(); wg.Wait() }()
 
+	// unsettled names the first widget not yet settled, for the failure.
+	var unsettled string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last unsettled: %s", unsettled)
+		}
+	})
 	settled := func(members ...string) func() bool {
 		return func() bool {
 			for i := range n {
 				w, d := e.labels(widgetGVR, widget(i).Name)
-				c, _ := e.labels(cmGVR, child(i).Name)
+				c, cd := e.labels(cmGVR, child(i).Name)
 				if d || c != w || !contains(members, w) {
+					unsettled = fmt.Sprintf("widget %d on %q (draining %v), its child on %q (draining %v), members %q", i, w, d, c, cd, members)
 					return false
 				}
 			}

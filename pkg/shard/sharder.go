@@ -132,6 +132,10 @@ type Sharder struct {
 	// it when it is assigned: children first, so that the new member's
 	// first Reconcile of the owner finds them.
 	waiting map[item][]item
+	// assigned, while a scan runs (nil otherwise), are the primaries
+	// whose waiting children were taken since it began: a child the scan
+	// reads after its owner was assigned must not wait for it.
+	assigned map[item]struct{}
 	// followUp, when not zero, is when the next scan is due once the queue
 	// has drained: the last one found work, and objects may have changed
 	// while it was done.
@@ -384,7 +388,13 @@ func (s *Sharder) scan(ctx context.Context) (bool, error) {
 	s.mu.Lock()
 	ring := s.ring
 	s.waiting = map[item][]item{} // not clear: that keeps the buckets
+	s.assigned = map[item]struct{}{}
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.assigned = nil
+		s.mu.Unlock()
+	}()
 	moving := map[item]bool{}
 	found := false
 	var run runOf
@@ -433,9 +443,8 @@ func (s *Sharder) scan(ctx context.Context) (bool, error) {
 				if current == desired && !draining {
 					return
 				}
-				if moving[owner] {
-					s.wait(owner, it, &sn) // labelled when its owner is assigned
-					return
+				if moving[owner] && s.wait(owner, it, &sn) {
+					return // labelled when its owner is assigned
 				}
 				queue(it, sn, desired)
 			})
@@ -485,16 +494,21 @@ func (s *Sharder) keepSnap(it item, sn snap) {
 }
 
 // wait records child it, as read (sn, when not nil), to be labelled when
-// owner is assigned.
-func (s *Sharder) wait(owner, it item, sn *snap) {
+// owner is assigned. It reports false, and records nothing, when owner
+// was assigned since the running scan began: the child must be queued.
+func (s *Sharder) wait(owner, it item, sn *snap) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.assigned[owner]; ok {
+		return false
+	}
 	if sn != nil {
 		s.snaps[it] = *sn
 	}
 	if !slices.Contains(s.waiting[owner], it) {
 		s.waiting[owner] = append(s.waiting[owner], it)
 	}
+	return true
 }
 
 // process handles one item; false once the queue shut down.
@@ -613,6 +627,9 @@ func (s *Sharder) assignChildren(ctx context.Context, it item, member string) er
 	s.mu.Lock()
 	children, ok := s.waiting[it]
 	delete(s.waiting, it)
+	if s.assigned != nil {
+		s.assigned[it] = struct{}{}
+	}
 	if ok && len(s.waiting) == 0 {
 		s.waiting = map[item][]item{} // give the buckets back
 	}
@@ -666,7 +683,12 @@ func (s *Sharder) childTarget(ctx context.Context, it item, obj snap, ring Ring)
 	if want == "" || o.drain != "" || !s.members.Alive(want) {
 		// Wait for the owner's assignment; look again in a while, in case
 		// it was assigned before this child was recorded.
-		s.wait(owner, it, nil)
+		if !s.wait(owner, it, nil) {
+			// The owner was assigned meanwhile: look again soon (its label
+			// may not be read yet).
+			s.queue.AddRateLimited(it)
+			return "", false, nil
+		}
 		s.queue.AddAfter(it, s.opts.Interval)
 		return "", false, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/metadata"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -50,6 +52,10 @@ type sharderEnv struct {
 	md    *metadatafake.FakeMetadataClient
 	clock *clocktesting.FakeClock
 	rv    int
+	n     int // widgets, each with a child
+	// unsettled names the first widget settled found not yet settled,
+	// for a failure.
+	unsettled string
 }
 
 func (e *sharderEnv) renew(member string) {
@@ -89,23 +95,28 @@ func eventuallyT(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestSharder: objects are assigned by the ring with their children; a
-// new member gets its share only through drains its owners acknowledge;
-// a dead member's objects move directly.
-func TestSharder(t *testing.T) {
-	const n = 30
+// startSharder runs a Sharder of ring "web" over n widgets, each with a
+// ConfigMap child, with members a and b alive; md, when not nil, wraps
+// the fake metadata client the sharder reads through. It returns once
+// every widget is assigned, with its child.
+func startSharder(t *testing.T, n int, md func(metadata.Interface) metadata.Interface) *sharderEnv {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	metav1.AddMetaToScheme(scheme)
 	var objs []runtime.Object
 	for i := range n {
 		objs = append(objs, widget(i), child(i))
 	}
-	e := &sharderEnv{t: t, kube: kubefake.NewClientset(), md: metadatafake.NewSimpleMetadataClient(scheme, objs...),
+	e := &sharderEnv{t: t, n: n, kube: kubefake.NewClientset(), md: metadatafake.NewSimpleMetadataClient(scheme, objs...),
 		clock: clocktesting.NewFakeClock(time.Unix(1000, 0))}
 	e.renew("a")
 	e.renew("b")
+	var reads metadata.Interface = e.md
+	if md != nil {
+		reads = md(e.md)
+	}
 	s, err := shard.NewSharder(shard.SharderOptions{
-		Ring: "web", Namespace: "leases", Kube: e.kube, Metadata: e.md, Clock: e.clock, Logger: logr.Discard(),
+		Ring: "web", Namespace: "leases", Kube: e.kube, Metadata: reads, Clock: e.clock, Logger: logr.Discard(),
 		Resources: []shard.Resource{{Resource: widgetGVR, Kind: widgetGK, Primary: true}, {Resource: cmGVR, Kind: schema.GroupKind{Kind: "ConfigMap"}}},
 	})
 	if err != nil {
@@ -118,38 +129,45 @@ func TestSharder(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	defer func() { cancel(); wg.Wait() }()
-
-	// unsettled names the first widget not yet settled, for the failure.
-	var unsettled string
+	t.Cleanup(func() { cancel(); wg.Wait() })
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("last unsettled: %s", unsettled)
+			t.Logf("last unsettled: %s", e.unsettled)
 		}
 	})
-	settled := func(members ...string) func() bool {
-		return func() bool {
-			for i := range n {
-				w, d := e.labels(widgetGVR, widget(i).Name)
-				c, cd := e.labels(cmGVR, child(i).Name)
-				if d || c != w || !contains(members, w) {
-					unsettled = fmt.Sprintf("widget %d on %q (draining %v), its child on %q (draining %v), members %q", i, w, d, c, cd, members)
-					return false
-				}
-			}
-			return true
-		}
-	}
-	eventuallyT(t, "every widget assigned to a or b, with its child", settled("a", "b"))
-	want := shard.NewRing("a", "b")
-	for i := range n {
-		if got, _ := e.labels(widgetGVR, widget(i).Name); got != want.Owner("ns/"+widget(i).Name) {
-			t.Errorf("widget %d on %s, the ring says %s", i, got, want.Owner("ns/"+widget(i).Name))
-		}
-	}
+	eventuallyT(t, "every widget assigned to a or b, with its child", e.settled("a", "b"))
+	return e
+}
 
-	// c joins: the widgets the ring gives it are drained, not moved.
-	e.renew("c")
+// settled reports whether every widget is on one of members, not
+// draining, with its child on the same member.
+func (e *sharderEnv) settled(members ...string) func() bool {
+	return func() bool {
+		for i := range e.n {
+			w, d := e.labels(widgetGVR, widget(i).Name)
+			c, cd := e.labels(cmGVR, child(i).Name)
+			if d || c != w || !contains(members, w) {
+				e.unsettled = fmt.Sprintf("widget %d on %q (draining %v), its child on %q (draining %v), members %q", i, w, d, c, cd, members)
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// acknowledge removes both ring labels of widget i, as its owner does
+// when it answers a drain.
+func (e *sharderEnv) acknowledge(ctx context.Context, i int) {
+	e.t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null,%q:null}}}`, shard.ShardLabel("web"), shard.DrainLabel("web"))
+	if _, err := e.md.Resource(widgetGVR).Namespace("ns").Patch(ctx, widget(i).Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// joining returns the widgets that move to member c when it joins a and b.
+func joining(t *testing.T, n int) []int {
+	t.Helper()
 	three := shard.NewRing("a", "b", "c")
 	var moving []int
 	for i := range n {
@@ -160,6 +178,26 @@ func TestSharder(t *testing.T) {
 	if len(moving) == 0 {
 		t.Fatal("the ring gives c nothing: pick other names")
 	}
+	return moving
+}
+
+// TestSharder: objects are assigned by the ring with their children; a
+// new member gets its share only through drains its owners acknowledge;
+// a dead member's objects move directly.
+func TestSharder(t *testing.T) {
+	const n = 30
+	e := startSharder(t, n, nil)
+	ctx := t.Context()
+	want := shard.NewRing("a", "b")
+	for i := range n {
+		if got, _ := e.labels(widgetGVR, widget(i).Name); got != want.Owner("ns/"+widget(i).Name) {
+			t.Errorf("widget %d on %s, the ring says %s", i, got, want.Owner("ns/"+widget(i).Name))
+		}
+	}
+
+	// c joins: the widgets the ring gives it are drained, not moved.
+	e.renew("c")
+	moving := joining(t, n)
 	eventuallyT(t, "the widgets moving to c to be draining", func() bool {
 		for _, i := range moving {
 			if owner, d := e.labels(widgetGVR, widget(i).Name); !d || owner == "c" {
@@ -170,12 +208,9 @@ func TestSharder(t *testing.T) {
 	})
 	// Their owners acknowledge: both labels removed.
 	for _, i := range moving {
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null,%q:null}}}`, shard.ShardLabel("web"), shard.DrainLabel("web"))
-		if _, err := e.md.Resource(widgetGVR).Namespace("ns").Patch(ctx, widget(i).Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		e.acknowledge(ctx, i)
 	}
-	eventuallyT(t, "the acknowledged widgets, and their children, on c", settled("a", "b", "c"))
+	eventuallyT(t, "the acknowledged widgets, and their children, on c", e.settled("a", "b", "c"))
 
 	// b dies: its widgets move without a drain once its Lease expired. a
 	// and c renew every half second of the fake clock as it runs past b's
@@ -186,7 +221,7 @@ func TestSharder(t *testing.T) {
 		e.renew("a")
 		e.renew("c")
 		e.clock.Step(500 * time.Millisecond)
-		return settled("a", "c")()
+		return e.settled("a", "c")()
 	})
 	// Before giving b's objects away the sharder took b's Lease, so b can
 	// never renew it.
@@ -197,6 +232,77 @@ func TestSharder(t *testing.T) {
 	if h := *l.Spec.HolderIdentity; h == "b" || h == "" {
 		t.Errorf("b's Lease holder after its objects moved = %q, want the sharder's tombstone", h)
 	}
+}
+
+// TestSharderChildOfOwnerAssignedDuringScan: a scan lists the primaries,
+// then the children. An owner drained by the scan, acknowledged and
+// assigned to its new member before the scan reaches its children, must
+// not leave them waiting for an assignment that already happened: they
+// follow it, on c.
+func TestSharderChildOfOwnerAssignedDuringScan(t *testing.T) {
+	const n = 30
+	var armed atomic.Bool
+	listing, release := make(chan struct{}), make(chan struct{})
+	e := startSharder(t, n, func(md metadata.Interface) metadata.Interface {
+		return gatedMetadata{Interface: md, before: func(gvr schema.GroupVersionResource, opts metav1.ListOptions) {
+			// The scan's list of the children, once armed: hold it.
+			if gvr == cmGVR && opts.LabelSelector == shard.ShardLabel("web") && armed.CompareAndSwap(true, false) {
+				close(listing)
+				<-release
+			}
+		}}
+	})
+	ctx := t.Context()
+	armed.Store(true)
+	e.renew("c")
+	moving := joining(t, n)
+	select {
+	case <-listing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for the scan to list the children")
+	}
+	eventuallyT(t, "the widgets moving to c to be draining", func() bool {
+		for _, i := range moving {
+			if owner, d := e.labels(widgetGVR, widget(i).Name); !d || owner == "c" {
+				return false
+			}
+		}
+		return true
+	})
+	for _, i := range moving {
+		e.acknowledge(ctx, i)
+	}
+	eventuallyT(t, "the acknowledged widgets on c", func() bool {
+		for _, i := range moving {
+			if owner, d := e.labels(widgetGVR, widget(i).Name); d || owner != "c" {
+				return false
+			}
+		}
+		return true
+	})
+	close(release)
+	eventuallyT(t, "the children of the widgets moved to c, on c", e.settled("a", "b", "c"))
+}
+
+// gatedMetadata is a metadata client that calls before ahead of every
+// List.
+type gatedMetadata struct {
+	metadata.Interface
+	before func(schema.GroupVersionResource, metav1.ListOptions)
+}
+
+func (g gatedMetadata) Resource(gvr schema.GroupVersionResource) metadata.Getter {
+	return gatedResource{Getter: g.Interface.Resource(gvr), before: func(opts metav1.ListOptions) { g.before(gvr, opts) }}
+}
+
+type gatedResource struct {
+	metadata.Getter
+	before func(metav1.ListOptions)
+}
+
+func (r gatedResource) List(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+	r.before(opts)
+	return r.Getter.List(ctx, opts)
 }
 
 func contains(xs []string, x string) bool {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"reflect"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,58 +26,86 @@ import (
 // heap dump, per size class). Removing the entries from the encoded
 // object before it is decoded allocates nothing.
 
-// managedFieldsKey is the key of ObjectMeta's field 17, managedFields,
-// length-delimited (wire type 2): 17<<3 | 2 = 138, as a varint.
-var managedFieldsKey = []byte{0x8a, 0x01}
+// Slim says what an object's encoding loses before it is decoded. The
+// zero Slim changes nothing.
+type Slim struct {
+	// ManagedFields removes metadata.managedFields.
+	ManagedFields bool
+	// Labels, when not nil, takes metadata.labels out of the encoding and
+	// decodes them with strings from Labels: Object and Envelope return
+	// them, for the caller to set on the decoded object. A label set
+	// repeated over many cached objects (app=x, a shard label) then holds
+	// its strings once, not once per object.
+	Labels *Interner
+}
 
-// StripManagedFields removes metadata.managedFields from obj, the
-// protobuf encoding of an API object whose field 1 is its ObjectMeta (as
-// in every object type of k8s.io/api; ObjectKinds names them). obj is
-// rewritten in place, and the shortened slice returned. Input it cannot parse is
-// returned unchanged, for the decoder to report.
-func StripManagedFields(obj []byte) []byte {
+// Object rewrites obj, the protobuf encoding of an API object whose field
+// 1 is its ObjectMeta (as in every object type of k8s.io/api; ObjectKinds
+// names them), in place as s says, and returns it shortened, with the
+// labels taken out (nil when none were, or s.Labels is nil). Input it
+// cannot parse is returned unchanged, for the decoder to report.
+func (s Slim) Object(obj []byte) ([]byte, map[string]string) {
+	if !s.ManagedFields && s.Labels == nil {
+		return obj, nil
+	}
 	for i := 0; i < len(obj); {
 		f, ok := field(obj, i)
 		if !ok {
-			return obj
+			return obj, nil
 		}
 		if f.num == 1 && f.wire == 2 {
-			return rewrite(obj, f, stripMeta)
+			var labels map[string]string
+			obj = rewrite(obj, f, func(meta []byte) []byte {
+				meta, labels = s.meta(meta)
+				return meta
+			})
+			return obj, labels
 		}
 		i = f.end
 	}
-	return obj
+	return obj, nil
 }
 
-// StripManagedFieldsEnvelope does what StripManagedFields does to an
-// object in the protobuf serializer's envelope: the bytes "k8s\x00",
-// then a runtime.Unknown whose field 1 is its TypeMeta and whose field 2
-// (Raw) holds the object. It strips only objects whose kind is in
-// objectKinds: kinds whose field 1 is their ObjectMeta (ObjectKinds).
-// Anything else (JSON, say) is returned unchanged.
-func StripManagedFieldsEnvelope(data []byte, objectKinds map[string]bool) []byte {
+// Envelope does what Object does to an object in the protobuf
+// serializer's envelope: the bytes "k8s\x00", then a runtime.Unknown
+// whose field 1 is its TypeMeta and whose field 2 (Raw) holds the object.
+// It changes only objects whose kind is in objectKinds: kinds whose field
+// 1 is their ObjectMeta (ObjectKinds). Anything else (JSON, say) is
+// returned unchanged.
+func (s Slim) Envelope(data []byte, objectKinds map[string]bool) ([]byte, map[string]string) {
 	if !bytes.HasPrefix(data, magic) {
-		return data
+		return data, nil
 	}
 	unknown := data[len(magic):]
 	var kind []byte
 	for i := 0; i < len(unknown); {
 		f, ok := field(unknown, i)
 		if !ok {
-			return data
+			return data, nil
 		}
 		switch {
 		case f.num == 1 && f.wire == 2: // TypeMeta
 			kind = typeMetaKind(unknown[f.value:f.end])
 		case f.num == 2 && f.wire == 2: // Raw, written after TypeMeta
 			if !objectKinds[string(kind)] {
-				return data
+				return data, nil
 			}
-			return data[:len(magic)+len(rewrite(unknown, f, StripManagedFields))]
+			var labels map[string]string
+			unknown = rewrite(unknown, f, func(obj []byte) []byte {
+				obj, labels = s.Object(obj)
+				return obj
+			})
+			return data[:len(magic)+len(unknown)], labels
 		}
 		i = f.end
 	}
-	return data
+	return data, nil
+}
+
+// StripManagedFields is Slim{ManagedFields: true}.Object, without labels.
+func StripManagedFields(obj []byte) []byte {
+	obj, _ = Slim{ManagedFields: true}.Object(obj)
+	return obj
 }
 
 // typeMetaKind returns the kind of tm, a TypeMeta's encoding (field 2),
@@ -96,7 +125,7 @@ func typeMetaKind(tm []byte) []byte {
 }
 
 // ObjectKinds returns the kinds of gv in scheme whose Go type has its
-// ObjectMeta as protobuf field 1, those StripManagedFields may be given.
+// ObjectMeta as protobuf field 1, those Slim may be given.
 func ObjectKinds(scheme *runtime.Scheme, gv schema.GroupVersion) map[string]bool {
 	objectMeta := reflect.TypeFor[metav1.ObjectMeta]()
 	kinds := make(map[string]bool)
@@ -110,24 +139,110 @@ func ObjectKinds(scheme *runtime.Scheme, gv schema.GroupVersion) map[string]bool
 	return kinds
 }
 
-// stripMeta removes the managedFields entries of meta, an ObjectMeta's
-// encoding, in place.
-func stripMeta(meta []byte) []byte {
-	if !bytes.Contains(meta, managedFieldsKey) {
-		return meta // none, or a ListMeta
+// ObjectMeta's fields that Slim takes out: labels (11) and managedFields
+// (17), both length-delimited.
+const (
+	labelsField        = 11
+	managedFieldsField = 17
+)
+
+// meta rewrites meta, an ObjectMeta's encoding, in place as s says, and
+// returns it with the labels it took out. It parses meta whole before it
+// changes anything: what it cannot parse it leaves as it was.
+func (s Slim) meta(meta []byte) ([]byte, map[string]string) {
+	drop := func(f protoField) bool {
+		return f.wire == 2 && (s.ManagedFields && f.num == managedFieldsField || s.Labels != nil && f.num == labelsField)
 	}
-	w := 0
+	dropped, labels := 0, 0
 	for i := 0; i < len(meta); {
 		f, ok := field(meta, i)
 		if !ok {
-			return meta
+			return meta, nil
 		}
-		if f.num != 17 || f.wire != 2 {
-			w += copy(meta[w:], meta[i:f.end])
+		if drop(f) {
+			dropped++
+			if f.num == labelsField {
+				if _, _, ok := labelEntry(meta[f.value:f.end]); !ok {
+					return meta, nil
+				}
+				labels++
+			}
 		}
 		i = f.end
 	}
-	return meta[:w]
+	if dropped == 0 {
+		return meta, nil
+	}
+	var out map[string]string
+	if labels > 0 {
+		out = make(map[string]string, labels)
+		s.Labels.mu.Lock()
+		defer s.Labels.mu.Unlock()
+	}
+	w := 0
+	for i := 0; i < len(meta); {
+		f, _ := field(meta, i)
+		switch {
+		case !drop(f):
+			w += copy(meta[w:], meta[i:f.end])
+		case f.num == labelsField:
+			k, v, _ := labelEntry(meta[f.value:f.end])
+			out[s.Labels.string(k)] = s.Labels.string(v)
+		}
+		i = f.end
+	}
+	return meta[:w], out
+}
+
+// labelEntry parses one entry of ObjectMeta's labels map: its key (field
+// 1) and value (field 2), either absent when empty.
+func labelEntry(e []byte) (k, v []byte, ok bool) {
+	for i := 0; i < len(e); {
+		f, ok := field(e, i)
+		if !ok || f.wire != 2 {
+			return nil, nil, false
+		}
+		switch f.num {
+		case 1:
+			k = e[f.value:f.end]
+		case 2:
+			v = e[f.value:f.end]
+		}
+		i = f.end
+	}
+	return k, v, true
+}
+
+// Interner hands out one string for equal byte strings, up to a bound:
+// the strings of decoded labels, which repeat over the objects of a
+// cache. Strings are immutable, so sharing them changes nothing a reader
+// can see. It keeps what it holds for its lifetime: at most
+// maxInterned strings of at most maxInternedLen bytes; others are
+// allocated as decoded.
+type Interner struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+const (
+	maxInterned    = 4096
+	maxInternedLen = 128
+)
+
+// NewInterner returns an empty Interner.
+func NewInterner() *Interner { return &Interner{m: make(map[string]string)} }
+
+// string returns b as a string, the held one when there is one. Called
+// with in.mu held.
+func (in *Interner) string(b []byte) string {
+	if s, ok := in.m[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(in.m) < maxInterned && len(s) <= maxInternedLen {
+		in.m[s] = s
+	}
+	return s
 }
 
 // rewrite replaces the value of f, a length-delimited field of msg, by

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -38,41 +39,75 @@ func managed(n int) *corev1.ConfigMap {
 	return cm
 }
 
-// TestStripManagedFields decodes objects stripped in place as the same
-// objects without managedFields, and leaves objects without any as they
-// were.
-func TestStripManagedFields(t *testing.T) {
-	for _, n := range []int{0, 1, 3, 40} {
-		t.Run(fmt.Sprint(n, " entries"), func(t *testing.T) {
-			cm := managed(n)
-			b, err := cm.Marshal()
-			if err != nil {
-				t.Fatal(err)
-			}
-			size := len(b)
-			stripped := StripManagedFields(b)
-			if n == 0 && len(stripped) != size {
-				t.Fatalf("no managedFields: %d bytes became %d", size, len(stripped))
-			}
-			if n > 0 && len(stripped) >= size {
-				t.Fatalf("%d entries: %d bytes became %d", n, size, len(stripped))
-			}
-			got := &corev1.ConfigMap{}
-			if err := got.Unmarshal(stripped); err != nil {
-				t.Fatalf("decoding the stripped object: %v", err)
-			}
-			want := cm.DeepCopy()
-			want.ManagedFields = nil
-			if !apiequality.Semantic.DeepEqual(got, want) {
-				t.Fatalf("stripped object decodes as\n%+v\nwant\n%+v", got, want)
-			}
-		})
+// slims are the Slims the tests apply: managedFields removed, labels
+// taken out, both.
+func slims() map[string]Slim {
+	return map[string]Slim{
+		"managedFields": {ManagedFields: true},
+		"labels":        {Labels: NewInterner()},
+		"both":          {ManagedFields: true, Labels: NewInterner()},
 	}
 }
 
-// TestStripManagedFieldsEnvelope strips an object as the protobuf
+// TestSlim decodes objects slimmed in place, with the labels taken out
+// set back, as the same objects without managedFields when those are
+// removed, and leaves objects with nothing to take as they were. Labels
+// decoded by one Interner share their strings.
+func TestSlim(t *testing.T) {
+	for name, slim := range slims() {
+		for _, n := range []int{0, 1, 3, 40} {
+			t.Run(fmt.Sprint(name, ", ", n, " entries"), func(t *testing.T) {
+				cm := managed(n)
+				b, err := cm.Marshal()
+				if err != nil {
+					t.Fatal(err)
+				}
+				size := len(b)
+				slimmed, labels := slim.Object(b)
+				if n == 0 && slim.Labels == nil && len(slimmed) != size {
+					t.Fatalf("nothing to take: %d bytes became %d", size, len(slimmed))
+				}
+				if (n > 0 || slim.Labels != nil) && len(slimmed) >= size {
+					t.Fatalf("%d bytes became %d", size, len(slimmed))
+				}
+				got := &corev1.ConfigMap{}
+				if err := got.Unmarshal(slimmed); err != nil {
+					t.Fatalf("decoding the slimmed object: %v", err)
+				}
+				if slim.Labels == nil && labels != nil || slim.Labels != nil && got.Labels != nil {
+					t.Fatalf("labels returned %v, left %v", labels, got.Labels)
+				}
+				if slim.Labels != nil {
+					got.Labels = labels
+				}
+				want := cm.DeepCopy()
+				if slim.ManagedFields {
+					want.ManagedFields = nil
+				}
+				if !apiequality.Semantic.DeepEqual(got, want) {
+					t.Fatalf("slimmed object decodes as\n%+v\nwant\n%+v", got, want)
+				}
+			})
+		}
+	}
+	in := NewInterner()
+	var values []string
+	for range 2 {
+		b, err := managed(1).Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, labels := Slim{Labels: in}.Object(b)
+		values = append(values, labels["shard.ctrlkit.io/ring"])
+	}
+	if unsafe.StringData(values[0]) != unsafe.StringData(values[1]) {
+		t.Error("two objects' equal label values are two strings, want one")
+	}
+}
+
+// TestSlimEnvelope strips an object as the protobuf
 // serializer writes it, and leaves JSON and lists alone.
-func TestStripManagedFieldsEnvelope(t *testing.T) {
+func TestSlimEnvelope(t *testing.T) {
 	ser := protobuf.NewSerializer(kubescheme.Scheme, kubescheme.Scheme)
 	encode := func(obj runtime.Object) []byte {
 		var buf bytes.Buffer
@@ -85,7 +120,7 @@ func TestStripManagedFieldsEnvelope(t *testing.T) {
 	cm.APIVersion, cm.Kind = "v1", "ConfigMap"
 	data := encode(cm)
 	objectKind := ObjectKinds(kubescheme.Scheme, corev1.SchemeGroupVersion)
-	stripped := StripManagedFieldsEnvelope(data, objectKind)
+	stripped, _ := Slim{ManagedFields: true}.Envelope(data, objectKind)
 	if len(stripped) >= len(data) {
 		t.Fatalf("%d bytes became %d", len(data), len(stripped))
 	}
@@ -106,31 +141,40 @@ func TestStripManagedFieldsEnvelope(t *testing.T) {
 		ListMeta: metav1.ListMeta{ResourceVersion: "1", Continue: strings.Repeat("c", 200)}, Items: []corev1.ConfigMap{*managed(2)}}
 	for name, in := range map[string][]byte{"json": []byte(`{"kind":"ConfigMap","metadata":{"managedFields":[{}]}}`), "list": encode(list)} {
 		before := bytes.Clone(in)
-		if out := StripManagedFieldsEnvelope(in, objectKind); !bytes.Equal(out, before) {
+		if out, _ := (Slim{ManagedFields: true, Labels: NewInterner()}).Envelope(in, objectKind); !bytes.Equal(out, before) {
 			t.Errorf("%s changed", name)
 		}
 	}
 }
 
-// TestStripManagedFieldsLeavesBadInputAlone returns every truncation of
-// an object unchanged or decodable as a prefix would be: never a panic,
-// never bytes from outside the input.
-func TestStripManagedFieldsLeavesBadInputAlone(t *testing.T) {
+// TestSlimLeavesBadInputAlone returns every truncation of an object
+// unchanged or decodable as a prefix would be: never a panic, never bytes
+// from outside the input. A malformed label entry leaves the object as
+// it was.
+func TestSlimLeavesBadInputAlone(t *testing.T) {
 	full, err := managed(2).Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for n := range len(full) {
-		in := bytes.Clone(full[:n])
-		out := StripManagedFields(in)
-		if len(out) > n {
-			t.Fatalf("truncated to %d bytes: got %d", n, len(out))
+	for name, slim := range slims() {
+		for n := range len(full) {
+			in := bytes.Clone(full[:n])
+			out, _ := slim.Object(in)
+			if len(out) > n {
+				t.Fatalf("%s: truncated to %d bytes: got %d", name, n, len(out))
+			}
 		}
-	}
-	for _, in := range [][]byte{nil, {0x0b}, {0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, {0x0a, 0x05, 0x8a}} {
-		before := bytes.Clone(in)
-		if out := StripManagedFields(in); !bytes.Equal(out, before) {
-			t.Errorf("%x became %x", before, out)
+		bad := [][]byte{nil, {0x0b}, {0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, {0x0a, 0x05, 0x8a}}
+		if slim.Labels != nil {
+			bad = append(bad,
+				[]byte{0x0a, 0x04, 0x5a, 0x02, 0x08, 0x01},             // a label entry whose field 1 is a varint
+				[]byte{0x0a, 0x06, 0x8a, 0x01, 0x00, 0x5a, 0x01, 0x0a}) // managedFields, then a truncated label entry
+		}
+		for _, in := range bad {
+			before := bytes.Clone(in)
+			if out, labels := slim.Object(in); !bytes.Equal(out, before) || labels != nil {
+				t.Errorf("%s: %x became %x, labels %v", name, before, out, labels)
+			}
 		}
 	}
 }
@@ -163,8 +207,9 @@ func TestObjectKinds(t *testing.T) {
 	}
 }
 
-// TestDecodeStripsItems: with Hooks.StripManagedFields the items of a
-// list decode without their managedFields and are otherwise whole.
+// TestDecodeStripsItems: with Hooks.Slim the items of a list decode
+// without their managedFields, with their labels, and are otherwise
+// whole.
 func TestDecodeStripsItems(t *testing.T) {
 	list := &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "5"}}
 	for range 3 {
@@ -172,7 +217,11 @@ func TestDecodeStripsItems(t *testing.T) {
 	}
 	body := encode(t, list)
 	for _, strip := range []bool{false, true} {
-		got, err := Decode(bytes.NewReader(body), Hooks{New: newConfigMap, StripManagedFields: strip})
+		h := Hooks{New: newConfigMap}
+		if strip {
+			h.Slim = &Slim{ManagedFields: true, Labels: NewInterner()}
+		}
+		got, err := Decode(bytes.NewReader(body), h)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -75,8 +75,9 @@ func (c *Cache) restFor(gv schema.GroupVersion, proto bool) (rest.Interface, err
 		return rc, nil
 	}
 	ns := kube.WithoutConversion(codecs)
-	if proto && !c.opts.KeepManagedFields {
-		ns = stripping{NegotiatedSerializer: ns, kinds: protolist.ObjectKinds(kubescheme.Scheme, gv)}
+	if proto {
+		ns = slimming{NegotiatedSerializer: ns, kinds: protolist.ObjectKinds(kubescheme.Scheme, gv),
+			slim: protolist.Slim{ManagedFields: !c.opts.KeepManagedFields, Labels: c.labels}}
 	}
 	rc, err := kube.RESTClient(t.cfg, t.http, ns, gv, proto)
 	if err != nil {

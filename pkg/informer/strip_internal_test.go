@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -17,13 +18,15 @@ import (
 	"github.com/ctrlkit/ctrlkit/internal/protolist"
 )
 
-// TestStrippingDecoder: the decoders client-go's REST client and watch
-// take from a stripping serializer decode protobuf objects without their
-// managedFields (no transform involved), leave JSON to the transform, and
+// TestSlimmingDecoder: the decoders client-go's REST client and watch
+// take from a slimming serializer decode protobuf objects without their
+// managedFields (no transform involved) and with their labels, whose
+// strings two objects share; they leave JSON to the transform, and
 // decode everything else as the plain serializer does.
-func TestStrippingDecoder(t *testing.T) {
+func TestSlimmingDecoder(t *testing.T) {
 	gv := corev1.SchemeGroupVersion
-	ns := stripping{NegotiatedSerializer: kube.WithoutConversion(kubescheme.Codecs), kinds: protolist.ObjectKinds(kubescheme.Scheme, gv)}
+	ns := slimming{NegotiatedSerializer: kube.WithoutConversion(kubescheme.Codecs), kinds: protolist.ObjectKinds(kubescheme.Scheme, gv),
+		slim: protolist.Slim{ManagedFields: true, Labels: protolist.NewInterner()}}
 	neg := runtime.NewClientNegotiator(ns, gv)
 	stream, _, _, err := neg.StreamDecoder(runtime.ContentTypeProtobuf, nil)
 	if err != nil {
@@ -50,6 +53,7 @@ func TestStrippingDecoder(t *testing.T) {
 	}
 	want := cm.DeepCopy()
 	want.ManagedFields = nil
+	var values []string
 	for name, d := range map[string]runtime.Decoder{"stream": stream, "response": plain} {
 		obj, _, err := d.Decode(bytes.Clone(buf.Bytes()), nil, nil)
 		if err != nil {
@@ -60,6 +64,10 @@ func TestStrippingDecoder(t *testing.T) {
 		if !apiequality.Semantic.DeepEqual(got, want) {
 			t.Errorf("%s decoder: got\n%+v\nwant\n%+v", name, got, want)
 		}
+		values = append(values, got.Labels["app"])
+	}
+	if unsafe.StringData(values[0]) != unsafe.StringData(values[1]) {
+		t.Error("two objects' equal label values are two strings, want one")
 	}
 
 	js, err := json.Marshal(cm)

@@ -442,11 +442,7 @@ func TestResyncByType(t *testing.T) {
 // (every namespace) allocates the key it looks up and nothing else; it
 // runs in every Reconcile.
 func TestListerGetAllocatesOnlyItsKey(t *testing.T) {
-	kube := fake.NewClientset(configMap("default", "a", nil))
-	c, err := informer.New(informer.Clients{Kube: kube, Dynamic: newDynamic(), Mapper: newMapper(widgetGVK)}, informer.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newCache(t, fake.NewClientset(configMap("default", "a", nil)), informer.Options{})
 	cms, err := informer.For[*corev1.ConfigMap](c)
 	if err != nil {
 		t.Fatal(err)

@@ -155,13 +155,27 @@ func (e *sharderEnv) settled(members ...string) func() bool {
 	}
 }
 
-// acknowledge removes both ring labels of widget i, as its owner does
-// when it answers a drain.
-func (e *sharderEnv) acknowledge(ctx context.Context, i int) {
+// draining reports whether each of widgets is draining, not yet on c.
+func (e *sharderEnv) draining(widgets []int) func() bool {
+	return func() bool {
+		for _, i := range widgets {
+			if owner, d := e.labels(widgetGVR, widget(i).Name); !d || owner == "c" {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// acknowledge removes both ring labels of each of widgets, as their
+// owner does when it answers a drain.
+func (e *sharderEnv) acknowledge(ctx context.Context, widgets []int) {
 	e.t.Helper()
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null,%q:null}}}`, shard.ShardLabel("web"), shard.DrainLabel("web"))
-	if _, err := e.md.Resource(widgetGVR).Namespace("ns").Patch(ctx, widget(i).Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		e.t.Fatal(err)
+	for _, i := range widgets {
+		if _, err := e.md.Resource(widgetGVR).Namespace("ns").Patch(ctx, widget(i).Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
 	}
 }
 
@@ -198,18 +212,9 @@ func TestSharder(t *testing.T) {
 	// c joins: the widgets the ring gives it are drained, not moved.
 	e.renew("c")
 	moving := joining(t, n)
-	eventuallyT(t, "the widgets moving to c to be draining", func() bool {
-		for _, i := range moving {
-			if owner, d := e.labels(widgetGVR, widget(i).Name); !d || owner == "c" {
-				return false
-			}
-		}
-		return true
-	})
+	eventuallyT(t, "the widgets moving to c to be draining", e.draining(moving))
 	// Their owners acknowledge: both labels removed.
-	for _, i := range moving {
-		e.acknowledge(ctx, i)
-	}
+	e.acknowledge(ctx, moving)
 	eventuallyT(t, "the acknowledged widgets, and their children, on c", e.settled("a", "b", "c"))
 
 	// b dies: its widgets move without a drain once its Lease expired. a
@@ -261,17 +266,8 @@ func TestSharderChildOfOwnerAssignedDuringScan(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("timed out waiting for the scan to list the children")
 	}
-	eventuallyT(t, "the widgets moving to c to be draining", func() bool {
-		for _, i := range moving {
-			if owner, d := e.labels(widgetGVR, widget(i).Name); !d || owner == "c" {
-				return false
-			}
-		}
-		return true
-	})
-	for _, i := range moving {
-		e.acknowledge(ctx, i)
-	}
+	eventuallyT(t, "the widgets moving to c to be draining", e.draining(moving))
+	e.acknowledge(ctx, moving)
 	eventuallyT(t, "the acknowledged widgets on c", func() bool {
 		for _, i := range moving {
 			if owner, d := e.labels(widgetGVR, widget(i).Name); d || owner != "c" {

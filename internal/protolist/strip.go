@@ -108,12 +108,6 @@ func (s Slim) Envelope(data []byte, objectKinds map[string]bool) ([]byte, map[st
 	return data, nil
 }
 
-// StripManagedFields is Slim{ManagedFields: true}.Object, without labels.
-func StripManagedFields(obj []byte) []byte {
-	obj, _ = Slim{ManagedFields: true}.Object(obj)
-	return obj
-}
-
 // typeMetaKind returns the kind of tm, a TypeMeta's encoding (field 2),
 // or nil.
 func typeMetaKind(tm []byte) []byte {

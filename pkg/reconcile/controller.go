@@ -95,6 +95,7 @@ type Controller struct {
 	shutdownTimeout time.Duration
 	abortTimeout    time.Duration
 	log             logr.Logger
+	sinks           *parentSinks // c.log's, for each Reconcile's logger; nil for a discarding c.log
 	clock           clock.PassiveClock
 	ready           func() bool
 	metrics         controllerMetrics
@@ -156,6 +157,8 @@ func New(name string, r Reconciler, opts Options) (*Controller, error) {
 	}
 	if c.log.GetSink() == nil {
 		c.log = logr.Discard()
+	} else {
+		c.sinks = newParentSinks(c.log)
 	}
 	if c.queue == nil {
 		c.newQueue = func() (workqueue.Interface[Request], error) {
@@ -393,7 +396,10 @@ func (c *Controller) handle(ctx context.Context, q workqueue.Interface[Request],
 	}
 
 	id := uuid.NewUUID()
-	log := c.log.WithValues("namespace", req.Namespace, "name", req.Name, "reconcileID", id)
+	log := c.log
+	if c.sinks != nil {
+		log = c.sinks.logger(c.log.GetV(), req.Namespace, req.Name, id)
+	}
 	ctx = logr.NewContext(ctx, log)
 	ctx = context.WithValue(ctx, reconcileIDKey{}, id)
 	if c.timeout > 0 {

@@ -1,0 +1,152 @@
+package reconcile_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
+)
+
+// countingSink counts the WithValues calls on the controller's sink (and
+// on every sink derived from it), and logs nothing.
+type countingSink struct{ withValues *atomic.Int64 }
+
+func (countingSink) Init(logr.RuntimeInfo)          {}
+func (countingSink) Enabled(level int) bool         { return level == 0 }
+func (countingSink) Info(int, string, ...any)       {}
+func (countingSink) Error(error, string, ...any)    {}
+func (s countingSink) WithName(string) logr.LogSink { return s }
+func (s countingSink) WithValues(...any) logr.LogSink {
+	s.withValues.Add(1)
+	return s
+}
+
+// A Reconcile that logs nothing costs its controller's sink no WithValues:
+// sinks format values there, and the line that would use them never comes.
+func TestReconcileLoggerBuiltOnlyWhenUsed(t *testing.T) {
+	var n atomic.Int64
+	done := make(chan struct{}, 8)
+	logs := make(chan bool, 8)
+	c, err := reconcile.New("quiet", reconcile.Func(func(ctx context.Context, r reconcile.Request) (reconcile.Result, error) {
+		if r.Name == "speaks" {
+			logr.FromContextOrDiscard(ctx).Info("one line")
+			logs <- true
+		}
+		done <- struct{}{}
+		return reconcile.Result{}, nil
+	}), reconcile.Options{Logger: logr.New(countingSink{&n})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, c)
+	before := n.Load() // the controller's own "controller" value
+	for _, name := range []string{"a", "b", "c"} {
+		c.Enqueue(req("ns", name))
+		receive(t, done, "a reconcile")
+	}
+	if got := n.Load() - before; got != 0 {
+		t.Errorf("3 Reconciles that log nothing: %d WithValues on the controller's sink, want 0", got)
+	}
+	c.Enqueue(req("ns", "speaks"))
+	receive(t, logs, "the logging reconcile")
+	receive(t, done, "the logging reconcile's end")
+	if got := n.Load() - before; got != 1 {
+		t.Errorf("a Reconcile that logs: %d WithValues, want 1", got)
+	}
+}
+
+// Lines from a Reconcile's logger, and from loggers derived from it, carry
+// the controller's and the Reconcile's values, keep the level of
+// Options.Logger, and name the Reconcile's line as their caller.
+func TestReconcileLoggerLines(t *testing.T) {
+	type entry map[string]any
+	var (
+		mu      sync.Mutex
+		entries []entry
+	)
+	log := funcr.NewJSON(func(obj string) {
+		var e entry
+		if err := json.Unmarshal([]byte(obj), &e); err != nil {
+			t.Errorf("log line is not JSON: %v: %s", err, obj)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		entries = append(entries, e)
+	}, funcr.Options{LogCaller: funcr.All, Verbosity: 1})
+
+	ids := make(chan types.UID, 1)
+	c, err := reconcile.New("lines", reconcile.Func(func(ctx context.Context, r reconcile.Request) (reconcile.Result, error) {
+		l := logr.FromContextOrDiscard(ctx)
+		var wg sync.WaitGroup
+		for range 4 { // one logger, used at once from several goroutines
+			wg.Go(func() { l.Info("concurrent") })
+		}
+		wg.Wait()
+		l.Info("plain", "k", 1)
+		l.Error(errors.New("boom"), "failed")
+		l.V(1).Info("too verbose") // Options.Logger is V(1): level 2 > 1
+		l.WithValues("extra", "x").Info("with values")
+		l.WithName("sub").Info("named")
+		l.WithCallDepth(0).Info("depth")
+		ids <- reconcile.IDFromContext(ctx)
+		return reconcile.Result{}, nil
+	}), reconcile.Options{Logger: log.V(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, c)
+	c.Enqueue(req("ns-a", "obj-a"))
+	id := receive(t, ids, "the reconcile")
+
+	mu.Lock()
+	defer mu.Unlock()
+	got := map[string]int{}
+	for _, e := range entries {
+		msg, _ := e["msg"].(string)
+		switch msg {
+		case "concurrent", "plain", "failed", "with values", "named", "depth", "too verbose":
+		default:
+			continue // the controller's own lines
+		}
+		got[msg]++
+		for k, want := range map[string]any{"controller": "lines", "namespace": "ns-a", "name": "obj-a", "reconcileID": string(id)} {
+			if e[k] != want {
+				t.Errorf("%q: %s = %v, want %v (line %v)", msg, k, e[k], want, e)
+			}
+		}
+		caller, _ := e["caller"].(map[string]any)
+		if file, _ := caller["file"].(string); filepath.Base(file) != "log_test.go" {
+			t.Errorf("%q: caller %v, want this file's line", msg, caller)
+		}
+		if msg != "failed" && e["level"] != float64(1) {
+			t.Errorf("%q: level = %v, want 1 (Options.Logger's)", msg, e["level"])
+		}
+	}
+	want := map[string]int{"concurrent": 4, "plain": 1, "failed": 1, "with values": 1, "named": 1, "depth": 1}
+	for msg, n := range want {
+		if got[msg] != n {
+			t.Errorf("%q: %d lines, want %d (all: %v)", msg, got[msg], n, got)
+		}
+	}
+	if got["too verbose"] != 0 {
+		t.Errorf("a line above the sink's verbosity was written")
+	}
+	for _, e := range entries {
+		if e["msg"] == "with values" && e["extra"] != "x" {
+			t.Errorf("derived logger lost its value: %v", e)
+		}
+		if e["msg"] == "named" && e["logger"] != "sub" {
+			t.Errorf("named logger: logger = %v, want sub", e["logger"])
+		}
+	}
+}

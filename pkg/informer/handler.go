@@ -103,14 +103,23 @@ type Enqueue func(key types.NamespacedName, ev Event)
 // unwrapped; objects without metadata are ignored.
 func (h Handler) ResourceEventHandler(enqueue Enqueue) cache.ResourceEventHandler {
 	mapf := h.Map
-	if mapf == nil {
-		mapf = ObjectKey()
-	}
 	emit := func(ev Event) {
 		for _, p := range h.Predicates {
 			if !p(ev) {
 				return
 			}
+		}
+		if mapf == nil {
+			// The object's own key, as ObjectKey maps it, without the
+			// slices a MapFunc returns: this runs for every event.
+			k := types.NamespacedName{Namespace: ev.Object.GetNamespace(), Name: ev.Object.GetName()}
+			enqueue(k, ev)
+			if ev.Old != nil {
+				if old := (types.NamespacedName{Namespace: ev.Old.GetNamespace(), Name: ev.Old.GetName()}); old != k {
+					enqueue(old, ev)
+				}
+			}
+			return
 		}
 		keys := mapf(ev.Object)
 		if ev.Old != nil {

@@ -423,3 +423,25 @@ func TestEventTypeString(t *testing.T) {
 		})
 	}
 }
+
+// A Handler without a Map enqueues an object's own key for every event,
+// and allocates nothing to do it.
+func TestHandlerOwnKeyAllocatesNothing(t *testing.T) {
+	var got []types.NamespacedName
+	h := informer.Handler{}.ResourceEventHandler(func(k types.NamespacedName, _ informer.Event) { got = append(got, k) })
+	old, cur := owned("ns", "a"), owned("ns", "a")
+	h.OnAdd(cur, false)
+	h.OnUpdate(old, cur)
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/a", Obj: old})
+	if want := []types.NamespacedName{key("ns", "a"), key("ns", "a"), key("ns", "a")}; !slices.Equal(got, want) {
+		t.Fatalf("keys %v, want %v", got, want)
+	}
+	got = make([]types.NamespacedName, 0, 1024)
+	if n := testing.AllocsPerRun(100, func() {
+		got = got[:0]
+		h.OnAdd(cur, false)
+		h.OnUpdate(old, cur)
+	}); n != 0 {
+		t.Errorf("an add and an update: %v allocations, want 0", n)
+	}
+}

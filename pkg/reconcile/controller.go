@@ -14,7 +14,6 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/utils/clock"
 
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
@@ -395,13 +394,9 @@ func (c *Controller) handle(ctx context.Context, q workqueue.Interface[Request],
 		c.metrics.eventToStart.Observe(start.Sub(evt).Seconds())
 	}
 
-	id := uuid.NewUUID()
-	log := c.log
-	if c.sinks != nil {
-		log = c.sinks.logger(c.log.GetV(), req.Namespace, req.Name, id)
-	}
-	ctx = logr.NewContext(ctx, log)
-	ctx = context.WithValue(ctx, reconcileIDKey{}, id)
+	r := newRun(c.sinks, req)
+	log := r.logger(c.log, c.log.GetV())
+	ctx = r.context(ctx, log)
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, c.timeout, errReconcileTimeout)
@@ -466,8 +461,10 @@ type reconcileIDKey struct{}
 // IDFromContext returns the reconcileID that ctrlkit gave the Reconcile
 // running with ctx, or "" outside a Reconcile.
 func IDFromContext(ctx context.Context) types.UID {
-	id, _ := ctx.Value(reconcileIDKey{}).(types.UID)
-	return id
+	if r, ok := ctx.Value(reconcileIDKey{}).(*run); ok {
+		return r.ID()
+	}
+	return ""
 }
 
 // isNil reports whether r is nil or a nil func, pointer or map behind the

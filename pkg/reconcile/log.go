@@ -1,32 +1,83 @@
 package reconcile
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"sync"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// reconcileSink is the LogSink of the logger a Reconcile finds in its
-// context: the controller's logger with the Reconcile's namespace, name and
-// reconcileID. It adds them to the controller's sink only when the
-// Reconcile writes a line or derives a logger, not before each Reconcile:
-// logr sinks (funcr, zapr) format values in WithValues, about ten small
-// allocations per Reconcile that most Reconciles, which log nothing at the
-// enabled levels, would throw away. What a line says, and the caller it
-// names, are the same either way.
-type reconcileSink struct {
-	parent *parentSinks
+// run is what ctrlkit gives one Reconcile: its reconcileID, and the
+// LogSink of the logger it finds in its context, the controller's logger
+// with the Reconcile's namespace, name and reconcileID.
+//
+// Both are made when first used, not before every Reconcile: logr sinks
+// (funcr, zapr) format values in WithValues, about ten small allocations
+// per Reconcile that most Reconciles, which log nothing at the enabled
+// levels, would throw away, and the ID is formatted only for a line or an
+// IDFromContext. What a line says, and the caller it names, are the same
+// either way. One allocation per Reconcile holds it all, and it is the
+// context's value for reconcileIDKey as is.
+type run struct {
+	parent *parentSinks // nil when the controller's logger discards
 	ns     string
 	name   string
+	raw    [16]byte // a random (version 4) UUID
+
+	idOnce sync.Once
 	id     types.UID
 
 	once  sync.Once
 	built logr.LogSink // parent.deep with the values; set by once
 }
 
+// newRun returns the run of a Reconcile of req.
+func newRun(parent *parentSinks, req Request) *run {
+	r := &run{parent: parent, ns: req.Namespace, name: req.Name}
+	_, _ = rand.Read(r.raw[:]) // crypto/rand.Read never returns an error
+	r.raw[6] = r.raw[6]&0x0f | 0x40
+	r.raw[8] = r.raw[8]&0x3f | 0x80
+	return r
+}
+
+// ID returns the reconcileID: the UUID in its 36-character form.
+func (r *run) ID() types.UID {
+	r.idOnce.Do(func() {
+		var b [36]byte
+		hex.Encode(b[0:8], r.raw[0:4])
+		b[8] = '-'
+		hex.Encode(b[9:13], r.raw[4:6])
+		b[13] = '-'
+		hex.Encode(b[14:18], r.raw[6:8])
+		b[18] = '-'
+		hex.Encode(b[19:23], r.raw[8:10])
+		b[23] = '-'
+		hex.Encode(b[24:], r.raw[10:])
+		r.id = types.UID(b[:])
+	})
+	return r.id
+}
+
+// context returns ctx with the run's reconcileID and logger, log (from
+// r.logger).
+func (r *run) context(ctx context.Context, log logr.Logger) context.Context {
+	return context.WithValue(logr.NewContext(ctx, log), reconcileIDKey{}, r)
+}
+
+// logger returns the run's logger at level, or discard when the
+// controller's logger discards.
+func (r *run) logger(discard logr.Logger, level int) logr.Logger {
+	if r.parent == nil {
+		return discard
+	}
+	return logr.New(r).V(level)
+}
+
 // parentSinks is a controller's sink, as is and one call depth deeper
-// for the frame reconcileSink adds between a logr.Logger and the sink.
+// for the frame run adds between a logr.Logger and the sink.
 type parentSinks struct {
 	base, deep logr.LogSink
 	helper     func() // the base sink's call stack helper, or nil
@@ -44,58 +95,53 @@ func newParentSinks(log logr.Logger) *parentSinks {
 	return p
 }
 
-// logger returns the logger of one Reconcile.
-func (p *parentSinks) logger(level int, ns, name string, id types.UID) logr.Logger {
-	return logr.New(&reconcileSink{parent: p, ns: ns, name: name, id: id}).V(level)
+func (r *run) values() []any {
+	return []any{"namespace", r.ns, "name", r.name, "reconcileID", r.ID()}
 }
 
-func (s *reconcileSink) values() []any {
-	return []any{"namespace", s.ns, "name", s.name, "reconcileID", s.id}
-}
-
-func (s *reconcileSink) sink() logr.LogSink {
-	s.once.Do(func() { s.built = s.parent.deep.WithValues(s.values()...) })
-	return s.built
+func (r *run) sink() logr.LogSink {
+	r.once.Do(func() { r.built = r.parent.deep.WithValues(r.values()...) })
+	return r.built
 }
 
 // derived is the controller's sink with the values, for a logger derived
-// from this one: logr calls it directly, with no frame of reconcileSink's.
-func (s *reconcileSink) derived() logr.LogSink {
-	return s.parent.base.WithValues(s.values()...)
+// from this one: logr calls it directly, with no frame of run's.
+func (r *run) derived() logr.LogSink {
+	return r.parent.base.WithValues(r.values()...)
 }
 
 // Init is a no-op: the controller's sink was initialized with its logger.
-func (*reconcileSink) Init(logr.RuntimeInfo) {}
+func (*run) Init(logr.RuntimeInfo) {}
 
 // Enabled asks the controller's sink; values do not change the answer.
-func (s *reconcileSink) Enabled(level int) bool { return s.parent.base.Enabled(level) }
+func (r *run) Enabled(level int) bool { return r.parent.base.Enabled(level) }
 
 // Info writes through the controller's sink with the values.
-func (s *reconcileSink) Info(level int, msg string, kv ...any) {
-	if s.parent.helper != nil {
-		s.parent.helper()
+func (r *run) Info(level int, msg string, kv ...any) {
+	if r.parent.helper != nil {
+		r.parent.helper()
 	}
-	s.sink().Info(level, msg, kv...)
+	r.sink().Info(level, msg, kv...)
 }
 
 // Error writes through the controller's sink with the values.
-func (s *reconcileSink) Error(err error, msg string, kv ...any) {
-	if s.parent.helper != nil {
-		s.parent.helper()
+func (r *run) Error(err error, msg string, kv ...any) {
+	if r.parent.helper != nil {
+		r.parent.helper()
 	}
-	s.sink().Error(err, msg, kv...)
+	r.sink().Error(err, msg, kv...)
 }
 
 // WithValues returns the controller's sink with these values and kv.
-func (s *reconcileSink) WithValues(kv ...any) logr.LogSink { return s.derived().WithValues(kv...) }
+func (r *run) WithValues(kv ...any) logr.LogSink { return r.derived().WithValues(kv...) }
 
 // WithName returns the controller's sink with the values, named.
-func (s *reconcileSink) WithName(name string) logr.LogSink { return s.derived().WithName(name) }
+func (r *run) WithName(name string) logr.LogSink { return r.derived().WithName(name) }
 
 // WithCallDepth returns the controller's sink with the values, depth
 // frames deeper.
-func (s *reconcileSink) WithCallDepth(depth int) logr.LogSink {
-	d := s.derived()
+func (r *run) WithCallDepth(depth int) logr.LogSink {
+	d := r.derived()
 	if c, ok := d.(logr.CallDepthLogSink); ok {
 		return c.WithCallDepth(depth)
 	}
@@ -104,9 +150,9 @@ func (s *reconcileSink) WithCallDepth(depth int) logr.LogSink {
 
 // GetCallStackHelper returns the controller's sink's helper, so that
 // testr, say, reports the Reconcile's line, not this file's.
-func (s *reconcileSink) GetCallStackHelper() func() {
-	if s.parent.helper != nil {
-		return s.parent.helper
+func (r *run) GetCallStackHelper() func() {
+	if r.parent.helper != nil {
+		return r.parent.helper
 	}
 	return func() {}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -148,5 +150,49 @@ func TestReconcileLoggerLines(t *testing.T) {
 		if e["msg"] == "named" && e["logger"] != "sub" {
 			t.Errorf("named logger: logger = %v, want sub", e["logger"])
 		}
+	}
+}
+
+// Every Reconcile gets its own reconcileID, a version 4 UUID, the same
+// each time it is asked for, whether or not the controller logs.
+func TestReconcileIDs(t *testing.T) {
+	uuidV4 := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	for _, tc := range []struct {
+		name string
+		log  logr.Logger
+	}{{"discarding logger", logr.Discard()}, {"logger", funcr.New(func(string, string) {}, funcr.Options{})}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ids := make(chan types.UID, 1)
+			c, err := reconcile.New("ids", reconcile.Func(func(ctx context.Context, r reconcile.Request) (reconcile.Result, error) {
+				id := reconcile.IDFromContext(ctx)
+				if again := reconcile.IDFromContext(ctx); again != id {
+					t.Errorf("IDFromContext changed within a Reconcile: %q, then %q", id, again)
+				}
+				if _, err := logr.FromContext(ctx); err != nil {
+					t.Errorf("no logger in a Reconcile's context: %v", err)
+				}
+				ids <- id
+				return reconcile.Result{}, nil
+			}), reconcile.Options{Logger: tc.log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start(t, c)
+			seen := map[types.UID]bool{}
+			for i := range 20 {
+				c.Enqueue(req("ns", fmt.Sprint("obj-", i)))
+				id := receive(t, ids, "a reconcile")
+				if !uuidV4.MatchString(string(id)) {
+					t.Errorf("reconcileID %q is not a version 4 UUID", id)
+				}
+				if seen[id] {
+					t.Errorf("reconcileID %q given twice", id)
+				}
+				seen[id] = true
+			}
+		})
+	}
+	if id := reconcile.IDFromContext(context.Background()); id != "" {
+		t.Errorf("IDFromContext outside a Reconcile = %q, want empty", id)
 	}
 }

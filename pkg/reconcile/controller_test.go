@@ -2,7 +2,6 @@ package reconcile_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -223,21 +222,8 @@ func TestPanicRecoveredAndRetried(t *testing.T) {
 }
 
 func TestLoggerAndReconcileID(t *testing.T) {
-	type entry map[string]any
-	var (
-		mu      sync.Mutex
-		entries []entry
-	)
-	log := funcr.NewJSON(func(obj string) {
-		var e entry
-		if err := json.Unmarshal([]byte(obj), &e); err != nil {
-			t.Errorf("log line is not JSON: %v: %s", err, obj)
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		entries = append(entries, e)
-	}, funcr.Options{})
+	type entry = map[string]any
+	lines, log := newJSONLines(t, funcr.Options{})
 
 	ids := make(chan types.UID, 2)
 	c, err := reconcile.New("logged", reconcile.Func(func(ctx context.Context, r reconcile.Request) (reconcile.Result, error) {
@@ -264,8 +250,7 @@ func TestLoggerAndReconcileID(t *testing.T) {
 		t.Errorf("two reconciles share the reconcileID %q", got[0])
 	}
 
-	mu.Lock()
-	defer mu.Unlock()
+	entries := lines.all()
 	var inside []entry
 	for _, e := range entries {
 		if e["msg"] == "inside" {

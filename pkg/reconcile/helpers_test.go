@@ -2,11 +2,15 @@ package reconcile_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -206,4 +210,32 @@ func count(t *testing.T, g prometheus.Gatherer, name string) int {
 		}
 	}
 	return 0
+}
+
+// jsonLines keeps the lines of a funcr JSON logger, for a test to read.
+type jsonLines struct {
+	mu      sync.Mutex
+	entries []map[string]any
+}
+
+// newJSONLines returns a funcr JSON logger with opts whose lines it keeps.
+func newJSONLines(t *testing.T, opts funcr.Options) (*jsonLines, logr.Logger) {
+	l := &jsonLines{}
+	return l, funcr.NewJSON(func(obj string) {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(obj), &e); err != nil {
+			t.Errorf("log line is not JSON: %v: %s", err, obj)
+			return
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.entries = append(l.entries, e)
+	}, opts)
+}
+
+// all returns the lines so far.
+func (l *jsonLines) all() []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.entries)
 }

@@ -2,7 +2,6 @@ package reconcile_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -70,21 +69,7 @@ func TestReconcileLoggerBuiltOnlyWhenUsed(t *testing.T) {
 // the controller's and the Reconcile's values, keep the level of
 // Options.Logger, and name the Reconcile's line as their caller.
 func TestReconcileLoggerLines(t *testing.T) {
-	type entry map[string]any
-	var (
-		mu      sync.Mutex
-		entries []entry
-	)
-	log := funcr.NewJSON(func(obj string) {
-		var e entry
-		if err := json.Unmarshal([]byte(obj), &e); err != nil {
-			t.Errorf("log line is not JSON: %v: %s", err, obj)
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		entries = append(entries, e)
-	}, funcr.Options{LogCaller: funcr.All, Verbosity: 1})
+	lines, log := newJSONLines(t, funcr.Options{LogCaller: funcr.All, Verbosity: 1})
 
 	ids := make(chan types.UID, 1)
 	c, err := reconcile.New("lines", reconcile.Func(func(ctx context.Context, r reconcile.Request) (reconcile.Result, error) {
@@ -110,8 +95,7 @@ func TestReconcileLoggerLines(t *testing.T) {
 	c.Enqueue(req("ns-a", "obj-a"))
 	id := receive(t, ids, "the reconcile")
 
-	mu.Lock()
-	defer mu.Unlock()
+	entries := lines.all()
 	got := map[string]int{}
 	for _, e := range entries {
 		msg, _ := e["msg"].(string)

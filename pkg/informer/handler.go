@@ -51,8 +51,13 @@ type MapFunc func(obj metav1.Object) []types.NamespacedName
 // ObjectKey maps an object to its own key.
 func ObjectKey() MapFunc {
 	return func(obj metav1.Object) []types.NamespacedName {
-		return []types.NamespacedName{{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
+		return []types.NamespacedName{keyOf(obj)}
 	}
+}
+
+// keyOf is obj's own key.
+func keyOf(obj metav1.Object) types.NamespacedName {
+	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 }
 
 // OwnerKey maps an object to its controlling owner when that owner is of
@@ -112,10 +117,10 @@ func (h Handler) ResourceEventHandler(enqueue Enqueue) cache.ResourceEventHandle
 		if mapf == nil {
 			// The object's own key, as ObjectKey maps it, without the
 			// slices a MapFunc returns: this runs for every event.
-			k := types.NamespacedName{Namespace: ev.Object.GetNamespace(), Name: ev.Object.GetName()}
+			k := keyOf(ev.Object)
 			enqueue(k, ev)
 			if ev.Old != nil {
-				if old := (types.NamespacedName{Namespace: ev.Old.GetNamespace(), Name: ev.Old.GetName()}); old != k {
+				if old := keyOf(ev.Old); old != k {
 					enqueue(old, ev)
 				}
 			}

@@ -12,3 +12,6 @@ func AgeRenewal(e *Elector, d time.Duration) {
 
 // LeaseConfig exposes leaseConfig to the black-box tests.
 var LeaseConfig = leaseConfig
+
+// Access is e.access: what every read and write of the Lease records.
+func Access(e *Elector, err error) { e.access(err) }

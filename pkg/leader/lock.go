@@ -107,7 +107,9 @@ func (e *Elector) observe(holder string) {
 // and logs the start and end of a refusal: a replica that may not use the
 // Lease campaigns in vain, so the error says which permission to grant.
 func (e *Elector) access(err error) {
-	refused := apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
+	// A success, every renewal, is told apart before apierrors' tests,
+	// which allocate even for a nil error.
+	refused := err != nil && (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err))
 	allowed := err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
 	e.mu.Lock()
 	first := refused && e.denied.IsZero()
@@ -120,7 +122,10 @@ func (e *Elector) access(err error) {
 	case restored:
 		e.denied, e.deniedErr = time.Time{}, nil
 	}
-	fix := e.deniedFix()
+	var fix string
+	if first {
+		fix = e.deniedFix() // not per renewal: it formats
+	}
 	e.mu.Unlock()
 	switch {
 	case first:

@@ -79,33 +79,16 @@ func (s Slim) Object(obj []byte) ([]byte, map[string]string) {
 // 1 is their ObjectMeta (ObjectKinds). Anything else (JSON, say) is
 // returned unchanged.
 func (s Slim) Envelope(data []byte, objectKinds map[string]bool) ([]byte, map[string]string) {
-	if !bytes.HasPrefix(data, magic) {
+	kind, unknown, f, ok := envelope(data)
+	if !ok || !objectKinds[string(kind)] {
 		return data, nil
 	}
-	unknown := data[len(magic):]
-	var kind []byte
-	for i := 0; i < len(unknown); {
-		f, ok := field(unknown, i)
-		if !ok {
-			return data, nil
-		}
-		switch {
-		case f.num == 1 && f.wire == 2: // TypeMeta
-			kind = typeMetaKind(unknown[f.value:f.end])
-		case f.num == 2 && f.wire == 2: // Raw, written after TypeMeta
-			if !objectKinds[string(kind)] {
-				return data, nil
-			}
-			var labels map[string]string
-			unknown = rewrite(unknown, f, func(obj []byte) []byte {
-				obj, labels = s.Object(obj)
-				return obj
-			})
-			return data[:len(magic)+len(unknown)], labels
-		}
-		i = f.end
-	}
-	return data, nil
+	var labels map[string]string
+	unknown = rewrite(unknown, f, func(obj []byte) []byte {
+		obj, labels = s.Object(obj)
+		return obj
+	})
+	return data[:len(magic)+len(unknown)], labels
 }
 
 // typeMetaKind returns the kind of tm, a TypeMeta's encoding (field 2),
@@ -304,4 +287,40 @@ func field(b []byte, i int) (protoField, bool) {
 		return protoField{}, false
 	}
 	return f, true
+}
+
+// Unwrap returns the kind and the encoding of the object in data, an
+// object in the protobuf serializer's envelope (see Envelope); ok is false
+// when data is not one.
+func Unwrap(data []byte) (kind, raw []byte, ok bool) {
+	kind, unknown, f, ok := envelope(data)
+	if !ok {
+		return nil, nil, false
+	}
+	return kind, unknown[f.value:f.end], true
+}
+
+// envelope reads data as the protobuf serializer's envelope: it returns
+// the kind its TypeMeta names, the runtime.Unknown after the magic bytes,
+// and that Unknown's field 2 (Raw, written after TypeMeta); ok is false
+// when data is not an envelope or has no Raw.
+func envelope(data []byte) (kind, unknown []byte, raw protoField, ok bool) {
+	if !bytes.HasPrefix(data, magic) {
+		return nil, nil, protoField{}, false
+	}
+	unknown = data[len(magic):]
+	for i := 0; i < len(unknown); {
+		f, fine := field(unknown, i)
+		if !fine {
+			return nil, nil, protoField{}, false
+		}
+		switch {
+		case f.num == 1 && f.wire == 2: // TypeMeta
+			kind = typeMetaKind(unknown[f.value:f.end])
+		case f.num == 2 && f.wire == 2: // Raw
+			return kind, unknown, f, true
+		}
+		i = f.end
+	}
+	return nil, nil, protoField{}, false
 }

@@ -236,3 +236,37 @@ func TestDecodeStripsItems(t *testing.T) {
 		}
 	}
 }
+
+// TestUnwrap returns the kind and the object's own encoding from an
+// object as the protobuf serializer writes it, and refuses JSON, a
+// truncated envelope and an envelope without the object.
+func TestUnwrap(t *testing.T) {
+	cm := managed(2)
+	cm.APIVersion, cm.Kind = "v1", "ConfigMap"
+	var buf bytes.Buffer
+	if err := protobuf.NewSerializer(kubescheme.Scheme, kubescheme.Scheme).Encode(cm, &buf); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	kind, raw, ok := Unwrap(data)
+	if !ok || string(kind) != "ConfigMap" {
+		t.Fatalf("Unwrap = %q, ok %v; want ConfigMap", kind, ok)
+	}
+	var got corev1.ConfigMap
+	if err := got.Unmarshal(raw); err != nil {
+		t.Fatalf("the unwrapped object does not decode: %v", err)
+	}
+	cm.APIVersion, cm.Kind = "", ""
+	if !apiequality.Semantic.DeepEqual(&got, cm) {
+		t.Errorf("unwrapped\n%+v\nwant\n%+v", &got, cm)
+	}
+	for name, in := range map[string][]byte{
+		"json":      []byte(`{"kind":"ConfigMap"}`),
+		"truncated": data[:len(magic)+3],
+		"no object": append(bytes.Clone(magic), 0x0a, 0x00), // a TypeMeta only
+	} {
+		if _, _, ok := Unwrap(in); ok {
+			t.Errorf("%s: Unwrap ok", name)
+		}
+	}
+}

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -87,8 +86,8 @@ type Options struct {
 // Elector campaigns for a Lease. Create it with New or NewForConfig.
 type Elector struct {
 	opts  Options
-	lock  *resourcelock.LeaseLock // shared by every Run, one at a time
-	bound time.Duration           // the fence: see fenced
+	lock  resourcelock.Interface // shared by every Run, one at a time
+	bound time.Duration          // the fence: see fenced
 
 	mu        sync.Mutex
 	running   bool // a Run is in progress
@@ -114,7 +113,11 @@ func New(client kubernetes.Interface, opts Options) (*Elector, error) {
 	if err := opts.complete(); err != nil {
 		return nil, err
 	}
-	return newElector(client.CoordinationV1(), opts), nil
+	return newElector(&resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: opts.Name, Namespace: opts.Namespace},
+		Client:     client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
+	}, opts), nil
 }
 
 // NewForConfig is New with a client of its own for the Lease, built from a
@@ -123,7 +126,12 @@ func New(client kubernetes.Interface, opts Options) (*Elector, error) {
 // delay a renewal; a request timeout of max(RenewDeadline/2, 1s), so one
 // hung request cannot use up the whole RenewDeadline; and cfg's user agent
 // followed by "/leader-election", to tell its requests apart in API server
-// logs and priority-and-fairness metrics.
+// logs and priority-and-fairness metrics. Its requests are client-go's
+// Lease lock's (the same reads, and writes conditional on the
+// resourceVersion), each on a URL built once and a reused body, and its
+// answers are decoded without their managedFields: a renewal allocates
+// about half the bytes client-go's Lease lock does (8.1 against 16.2 KB,
+// 91 against 203 allocations; BenchmarkLease in bench/, make bench-lease).
 func NewForConfig(cfg *rest.Config, opts Options) (*Elector, error) {
 	if cfg == nil {
 		return nil, errors.New("leader: rest config is nil: pass the one the manager uses")
@@ -131,11 +139,11 @@ func NewForConfig(cfg *rest.Config, opts Options) (*Elector, error) {
 	if err := opts.complete(); err != nil {
 		return nil, err
 	}
-	c, err := coordinationv1.NewForConfig(leaseConfig(cfg, opts))
+	lock, err := newLeaseLock(leaseConfig(cfg, opts), opts.Namespace, opts.Name, opts.Identity)
 	if err != nil {
 		return nil, fmt.Errorf("leader: building the Lease client: %w", err)
 	}
-	return newElector(c, opts), nil
+	return newElector(lock, opts), nil
 }
 
 // leaseRequestsPerRetry is the most requests client-go's elector sends per
@@ -153,16 +161,8 @@ func leaseConfig(cfg *rest.Config, o Options) *rest.Config {
 	return c
 }
 
-func newElector(leases coordinationv1.LeasesGetter, opts Options) *Elector {
-	return &Elector{
-		opts: opts,
-		lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Name: opts.Name, Namespace: opts.Namespace},
-			Client:     leases,
-			LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
-		},
-		bound: opts.RenewDeadline + opts.RetryPeriod,
-	}
+func newElector(lock resourcelock.Interface, opts Options) *Elector {
+	return &Elector{opts: opts, lock: lock, bound: opts.RenewDeadline + opts.RetryPeriod}
 }
 
 // complete fills in defaults and validates o.

@@ -39,8 +39,8 @@ type leaseServer struct {
 	rv      int
 	json    bool   // answer in JSON, and expect JSON bodies
 	timeout string // the timeout every request must name in its query
-	refuse  int  // answer every request with this status code
-	sentMF  bool // a request body carried managedFields
+	refuse  int    // answer every request with this status code
+	sentMF  bool   // a request body carried managedFields
 	methods []string
 }
 

@@ -205,7 +205,7 @@ func restInformer(rc rest.Interface, rt reflect.Type, gvr schema.GroupVersionRes
 		reflect.New(rt.Elem()).Interface().(runtime.Object),
 		cache.SharedIndexInformerOptions{
 			ResyncPeriod:      resync,
-			Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+			Indexers:          indexersFor(ns),
 			ObjectDescription: gvr.String(),
 		})
 }

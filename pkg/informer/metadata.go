@@ -70,7 +70,7 @@ func ForMetadata[T runtime.Object](c *Cache) (*Informer[*metav1.PartialObjectMet
 		}
 		p.newInformer = func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions), _ *sharer) (cache.SharedIndexInformer, error) {
 			return metadatainformer.NewFilteredMetadataInformer(listingMetadata{Interface: mc}, gvr, ns, c.resyncFor(rt),
-				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer(), nil
+				indexersFor(ns), tweak).Informer(), nil
 		}
 		p.convert = withKind(gvk)
 		return p, nil

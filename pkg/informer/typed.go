@@ -158,7 +158,7 @@ func (c *Cache) resolve(where string, rt reflect.Type, gvk schema.GroupVersionKi
 func (c *Cache) dynamicInformer(rt reflect.Type) builder {
 	return func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions), _ *sharer) (cache.SharedIndexInformer, error) {
 		return dynamicinformer.NewFilteredDynamicInformer(listingDynamic{Interface: c.clients.Dynamic}, gvr, ns, c.resyncFor(rt),
-			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer(), nil
+			indexersFor(ns), tweak).Informer(), nil
 	}
 }
 
@@ -342,14 +342,48 @@ func (l Lister[T]) ListInNamespace(namespace string, selector labels.Selector) (
 		out = append(out, t)
 	}
 	for _, idx := range idxs {
-		if namespace == "" {
-			err = cache.ListAll(idx, selector, add)
-		} else {
-			err = cache.ListAllByNamespace(idx, namespace, selector, add)
-		}
-		if err != nil {
+		if err := listInNamespace(idx, namespace, selector, add); err != nil {
 			return nil, err
 		}
 	}
 	return out, bad
+}
+
+// indexersFor returns the indexers an informer of namespace ns ("": all
+// namespaces, or a cluster-scoped resource) starts with: client-go's
+// namespace index for an informer of all namespaces, none for an informer
+// of one namespace, where it would file every object under the same value.
+// Such an index is not only useless but costly: client-go leaves an
+// object's entry alone when an update keeps its namespace, so the index
+// keeps, for the life of the object, the key string made when the object
+// was first cached, between whatever short-lived allocations surrounded
+// it then (a sharded replica's keys arrive one by one during a move), and
+// each such string keeps its page of the heap in use. (A Cache without a
+// rest config builds built-in types' informers from a clientset's
+// generated factory, whose informers always have the index.)
+func indexersFor(ns string) cache.Indexers {
+	if ns != metav1.NamespaceAll {
+		return cache.Indexers{}
+	}
+	return cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+}
+
+// listInNamespace calls add with each object of idx in namespace ("": all)
+// that selector matches: through idx's namespace index if it has one, by a
+// scan of every object otherwise (the indexer of one namespace's informer
+// has none, and all its objects are in that namespace).
+func listInNamespace(idx cache.Indexer, namespace string, selector labels.Selector, add cache.AppendFunc) error {
+	if namespace == metav1.NamespaceAll {
+		return cache.ListAll(idx, selector, add)
+	}
+	// IndexKeys fails only for an undeclared index, and no namespace is
+	// named "/": the lookup allocates nothing.
+	if _, err := idx.IndexKeys(cache.NamespaceIndex, "/"); err == nil {
+		return cache.ListAllByNamespace(idx, namespace, selector, add)
+	}
+	return cache.ListAll(idx, selector, func(obj any) {
+		if m, err := meta.Accessor(obj); err == nil && m.GetNamespace() == namespace {
+			add(obj)
+		}
+	})
 }

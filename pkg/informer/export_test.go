@@ -1,0 +1,16 @@
+package informer
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+)
+
+// NamespaceIndexes reports, for the informer of each namespace i caches
+// ("" for all), whether its indexer has client-go's namespace index.
+func NamespaceIndexes[T runtime.Object](i *Informer[T]) map[string]bool {
+	out := map[string]bool{}
+	for _, p := range i.current() {
+		_, out[p.scope.namespace] = p.inf.GetIndexer().GetIndexers()[cache.NamespaceIndex]
+	}
+	return out
+}

@@ -130,7 +130,7 @@ func (s *leaseServer) store(l *coordinationv1.Lease) {
 	l.ResourceVersion = strconv.Itoa(s.rv)
 	l.Namespace = "ns"
 	l.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "m", Operation: metav1.ManagedFieldsOperationUpdate,
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}}
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{}}`)}}
 	s.leases[l.Name] = l
 }
 

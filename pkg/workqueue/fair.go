@@ -76,6 +76,7 @@ type Queue[T comparable] struct {
 	drain    bool               // ShutDownWithDrain waits, and ShutDown has not been called
 	free     freeList[node[T]]  // spare nodes
 	freeG    freeList[group[T]] // spare groups
+	shed     bool               // a backlog is draining: its nodes are not kept as spares (release)
 
 	wake     chan struct{} // a new earliest delayed key; capacity 1
 	stop     chan struct{}
@@ -401,13 +402,31 @@ const shrinkFrom = 1024
 // big cluster) has drained to under a quarter of its peak, the key map is
 // rebuilt at its present size: the copy is paid for by the deletes since
 // the peak, and the backlog's memory is given back.
+//
+// The backlog's nodes are not kept as spares either. They were allocated
+// while the backlog was queued, among whatever else the process allocated
+// then (a scan's pages, a move's requests, the watch events of an initial
+// list); a few hundred of them kept for reuse would each hold on to a
+// page of that time's garbage long after it was collected. So from the
+// first rebuild until the queue is empty, released nodes are dropped, and
+// so are the spares kept before; once it is empty, the map is rebuilt
+// empty too. The steady state after that allocates its few spares anew;
+// a queue that never empties again allocates each node, as it would
+// without spares.
 func (q *Queue[T]) release(n *node[T]) {
 	delete(q.nodes, n.item)
-	q.free.put(n)
+	if !q.shed {
+		q.free.put(n)
+	}
 	if q.peak >= shrinkFrom && len(q.nodes) < q.peak/4 {
 		m := make(map[T]*node[T], len(q.nodes))
 		maps.Copy(m, q.nodes)
 		q.nodes, q.peak = m, len(m)
+		q.shed, q.free, q.freeG = true, nil, nil
+	}
+	if q.shed && len(q.nodes) == 0 {
+		// The backlog is gone: so is the last map built for its tail.
+		q.nodes, q.peak, q.shed = make(map[T]*node[T]), 0, false
 	}
 }
 

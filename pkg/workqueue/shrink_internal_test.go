@@ -71,3 +71,40 @@ func TestDrainedBacklogOfThousandsGivesBackItsMap(t *testing.T) {
 		t.Errorf("drained: %d keys left, key map last built for %d; want none, and at most 1024", left, peak)
 	}
 }
+
+// TestDrainedBacklogKeepsNoSpares: the nodes of a drained backlog are not
+// kept for reuse. They were allocated while the backlog was queued, among
+// whatever else the process allocated then; kept as spares, each would
+// hold on to a page of that time's garbage. Once the queue is empty, its
+// key map is empty too; the steady state afterwards keeps spares again.
+func TestDrainedBacklogKeepsNoSpares(t *testing.T) {
+	q, _ := newTestQueue(t, Options[string]{})
+	for i := range 10_000 {
+		q.Add(fmt.Sprintf("ns/object-%d", i))
+	}
+	for q.Len() > 0 {
+		k, _ := q.Get()
+		q.Done(k)
+	}
+	q.mu.Lock()
+	spares, mapFor := len(q.free), q.peak
+	q.mu.Unlock()
+	if spares != 0 || mapFor != 0 {
+		t.Errorf("drained backlog of 10,000 keys: %d spare nodes kept, key map last built for %d keys; want none and 0", spares, mapFor)
+	}
+	for range 3 { // the steady state: a few keys at a time
+		for i := range 4 {
+			q.Add(fmt.Sprintf("ns/steady-%d", i))
+		}
+		for q.Len() > 0 {
+			k, _ := q.Get()
+			q.Done(k)
+		}
+	}
+	q.mu.Lock()
+	spares = len(q.free)
+	q.mu.Unlock()
+	if spares != 4 {
+		t.Errorf("steady state of 4 keys at a time: %d spare nodes kept, want 4", spares)
+	}
+}

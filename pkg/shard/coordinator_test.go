@@ -65,6 +65,12 @@ func TestCoordinator(t *testing.T) {
 		}
 		return false, nil, nil
 	})
+	e.kube.PrependReactor("patch", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if p := a.(k8stesting.PatchAction); strings.Contains(string(p.GetPatch()), `"holderIdentity":"ctrlkit-sharder-buried"`) {
+			log.add("bury " + p.GetName())
+		}
+		return false, nil, nil
+	})
 	leases := e.kube.CoordinationV1().Leases("leases")
 	if _, err := leases.Create(t.Context(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "leases", Name: shard.RecordName("web")}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

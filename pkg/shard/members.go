@@ -30,11 +30,16 @@ type Members struct {
 	seen map[string]observed // by member
 }
 
+// observed is a member's Lease as last seen changed. It holds the
+// Lease's own strings, not a record made of them: Observe runs at every
+// renewal of every member, and what it kept would be garbage one renewal
+// later, allocated between the objects the replica caches.
 type observed struct {
-	record   string // what changes at every renewal
-	at       time.Time
-	duration time.Duration
-	released bool
+	holder, rv string    // what changes at every renewal, with renew
+	renew      time.Time // zero when the Lease has none
+	at         time.Time
+	duration   time.Duration
+	released   bool
 }
 
 // NewMembers tracks the members of ring; a nil clock means the real one.
@@ -57,22 +62,21 @@ func (m *Members) Observe(lease *coordinationv1.Lease) (member string, ok bool) 
 	if s.HolderIdentity != nil {
 		holder = *s.HolderIdentity
 	}
-	var renew string
+	var renew time.Time
 	if s.RenewTime != nil {
-		renew = s.RenewTime.String()
+		renew = s.RenewTime.Time
 	}
 	var d time.Duration
 	if s.LeaseDurationSeconds != nil {
 		d = time.Duration(*s.LeaseDurationSeconds) * time.Second
 	}
-	record := holder + "|" + renew + "|" + lease.ResourceVersion
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o, known := m.seen[member]
-	if !known || o.record != record {
+	if !known || o.holder != holder || o.rv != lease.ResourceVersion || !o.renew.Equal(renew) {
 		// Released (no holder) or buried by a sharder (another holder):
 		// either way the member no longer holds it.
-		o = observed{record: record, at: m.clock.Now(), duration: d, released: holder != member}
+		o = observed{holder: holder, rv: lease.ResourceVersion, renew: renew, at: m.clock.Now(), duration: d, released: holder != member}
 	}
 	m.seen[member] = o
 	return member, true

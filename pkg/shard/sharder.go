@@ -206,6 +206,9 @@ func (s *Sharder) Start(ctx context.Context) error {
 	defer s.queue.ShutDown()
 	leases := informers.NewSharedInformerFactoryWithOptions(s.opts.Kube, 0, informers.WithNamespace(s.opts.Namespace)).
 		Coordination().V1().Leases().Informer()
+	if err := leases.SetTransform(slimLease); err != nil {
+		return err
+	}
 	s.leases = leases
 	if _, err := leases.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { s.observe(obj, false) },
@@ -711,6 +714,26 @@ func (s *Sharder) ownerItem(ref *metav1.OwnerReference, namespace string) (item,
 	return item{}, false
 }
 
+// slimLease is the transform of a sharder's informer of Leases: it keeps
+// of a Lease what the sharder reads (Members.Observe, buryMember), its
+// name, namespace, resourceVersion and spec. Every member renews its
+// Lease every retry period, and the sharder's store holds each renewal's
+// object until the next one: objects that outlive a collection or two,
+// allocated between the objects the replica caches. Without the
+// managedFields, labels and annotations the API server sends, each is a
+// handful of small allocations, and the rest of the decoded Lease is
+// garbage at once.
+func slimLease(obj any) (any, error) {
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return obj, nil
+	}
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: l.Name, Namespace: l.Namespace, ResourceVersion: l.ResourceVersion},
+		Spec:       l.Spec,
+	}, nil
+}
+
 // ringKey is the ring's key of an object.
 func ringKey(namespace, name string) string { return namespace + "/" + name }
 
@@ -737,10 +760,13 @@ func buryMember(ctx context.Context, kube kubernetes.Interface, leases cache.Sto
 	if !ok || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != member {
 		return nil
 	}
-	l = l.DeepCopy()
-	holder := buriedHolder
-	l.Spec.HolderIdentity = &holder
-	if _, err := kube.CoordinationV1().Leases(l.Namespace).Update(ctx, l, metav1.UpdateOptions{FieldManager: sharderFieldManager}); err != nil {
+	// A merge patch of the holder alone, conditional on the
+	// resourceVersion seen: the rest of the Lease, which a sharder's store
+	// does not keep (slimLease), stays as it is.
+	body := appendJSONString([]byte(`{"metadata":{"resourceVersion":`), l.ResourceVersion)
+	body = appendJSONString(append(body, `},"spec":{"holderIdentity":`...), buriedHolder)
+	body = append(body, "}}"...)
+	if _, err := kube.CoordinationV1().Leases(l.Namespace).Patch(ctx, l.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: sharderFieldManager}); err != nil {
 		return fmt.Errorf("burying the Lease of member %s: %w", member, err)
 	}
 	log.Info("A member's Lease expired: buried it before giving its objects away", "ring", ring, "member", member)

@@ -57,13 +57,7 @@ func TestDrainedBacklogGivesBackMemory(t *testing.T) {
 // the sharder's keys.
 func TestDrainedBacklogOfThousandsGivesBackItsMap(t *testing.T) {
 	q, _ := newTestQueue(t, Options[string]{})
-	for i := range 10_000 {
-		q.Add(fmt.Sprintf("ns/object-%d", i))
-	}
-	for q.Len() > 0 {
-		k, _ := q.Get()
-		q.Done(k)
-	}
+	addAndDrain(q, 10_000)
 	q.mu.Lock()
 	left, peak := len(q.nodes), q.peak
 	q.mu.Unlock()
@@ -79,13 +73,7 @@ func TestDrainedBacklogOfThousandsGivesBackItsMap(t *testing.T) {
 // key map is empty too; the steady state afterwards keeps spares again.
 func TestDrainedBacklogKeepsNoSpares(t *testing.T) {
 	q, _ := newTestQueue(t, Options[string]{})
-	for i := range 10_000 {
-		q.Add(fmt.Sprintf("ns/object-%d", i))
-	}
-	for q.Len() > 0 {
-		k, _ := q.Get()
-		q.Done(k)
-	}
+	addAndDrain(q, 10_000)
 	q.mu.Lock()
 	spares, mapFor := len(q.free), q.peak
 	q.mu.Unlock()
@@ -106,5 +94,16 @@ func TestDrainedBacklogKeepsNoSpares(t *testing.T) {
 	q.mu.Unlock()
 	if spares != 4 {
 		t.Errorf("steady state of 4 keys at a time: %d spare nodes kept, want 4", spares)
+	}
+}
+
+// addAndDrain queues n keys and then handles every one of them.
+func addAndDrain(q *Queue[string], n int) {
+	for i := range n {
+		q.Add(fmt.Sprintf("ns/object-%d", i))
+	}
+	for q.Len() > 0 {
+		k, _ := q.Get()
+		q.Done(k)
 	}
 }

@@ -339,10 +339,6 @@ func (c *Controller) processNext(ctx context.Context, q workqueue.Interface[Requ
 	if !c.awaitReady(ctx, stopping) {
 		return true
 	}
-	if err := leader.CheckLeading(ctx); err != nil {
-		c.log.V(4).Info("Not reconciling: this replica no longer leads", "namespace", req.Namespace, "name", req.Name, "reason", err.Error())
-		return true
-	}
 	if !c.begin(req) {
 		q.Forget(req)
 		c.log.V(4).Info("Not reconciling: the key is excluded or not owned here", "namespace", req.Namespace, "name", req.Name)
@@ -390,9 +386,6 @@ func (c *Controller) handle(ctx context.Context, q workqueue.Interface[Request],
 		c.eventTimes, c.eventPeak = m, len(m)
 	}
 	c.mu.Unlock()
-	if ok {
-		c.metrics.eventToStart.Observe(start.Sub(evt).Seconds())
-	}
 
 	r := newRun(c.sinks, req)
 	log := r.logger(c.log, c.log.GetV())
@@ -403,6 +396,16 @@ func (c *Controller) handle(ctx context.Context, q workqueue.Interface[Request],
 		defer cancel()
 	}
 
+	// The last test of the lease, after everything else the worker does:
+	// the window in which the lease can be lost, or a SIGSTOP can land,
+	// and the Reconcile still start is this one call wide.
+	if err := leader.CheckLeading(ctx); err != nil {
+		log.V(4).Info("Not reconciling: this replica no longer leads", "reason", err.Error())
+		return
+	}
+	if ok {
+		c.metrics.eventToStart.Observe(start.Sub(evt).Seconds())
+	}
 	res, err := c.call(ctx, req)
 	c.metrics.duration.Observe(c.clock.Since(start).Seconds())
 	if c.timeout > 0 && errors.Is(context.Cause(ctx), errReconcileTimeout) {

@@ -85,3 +85,66 @@ func TestFenced(t *testing.T) {
 		}
 	})
 }
+
+// TestFenceCheckedLast: the lease is lost while a worker is between
+// taking a key and calling Reconcile (Owns stands in for whatever the
+// worker does there, as a SIGSTOP landing in that window would). The
+// worker's last test of the lease must come after all of it, right
+// before the call: the key is not reconciled.
+func TestFenceCheckedLast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		kube := fake.NewClientset()
+		var unreachable atomic.Bool
+		kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if unreachable.Load() {
+				return true, nil, errors.New("fake: timeout")
+			}
+			return false, nil, nil
+		})
+		e, err := leader.New(kube, leader.Options{Name: "op", Namespace: "ns", Identity: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leading := make(chan context.Context, 1)
+		lost := make(chan error, 1)
+		go func() {
+			lost <- e.Run(t.Context(), func(ctx context.Context) error {
+				leading <- ctx
+				<-ctx.Done()
+				return nil
+			})
+		}()
+		leadCtx := <-leading
+
+		late := req("ns", "late")
+		var n calls
+		c, err := reconcile.New("fenced", reconcile.Func(func(_ context.Context, r reconcile.Request) (reconcile.Result, error) {
+			n.inc(r)
+			return reconcile.Result{}, nil
+		}), reconcile.Options{Workers: 1, Owns: func(reconcile.Request) bool {
+			// The lease is lost here: renewals fail for longer than
+			// the fence allows, and this worker is held meanwhile.
+			unreachable.Store(true)
+			time.Sleep(leader.DefaultRenewDeadline + leader.DefaultRetryPeriod)
+			return true
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.WithoutCancel(leadCtx))
+		errc := make(chan error, 1)
+		go func() { errc <- c.Start(ctx) }()
+		c.Enqueue(late)
+		if err := <-lost; !errors.Is(err, leader.ErrLeaseLost) {
+			t.Errorf("Run = %v, want ErrLeaseLost", err)
+		}
+		synctest.Wait()
+		if got := n.get(late); got != 0 {
+			t.Errorf("Reconcile called %d times for a key taken while leading but reached after the lease was lost, want 0", got)
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("Start = %v", err)
+		}
+	})
+}

@@ -44,9 +44,10 @@
 // paused process, while the term ended is refused, not sent. It cancels the
 // ctx of in-flight leader-only reconciles when the Fence closes. So, with timings New accepts:
 //
-//   - no leader-only Reconcile starts, and no write through ctrlkit's
-//     clients is sent, after this replica saw another holder or after its
-//     last renewal is older than the fence, not even right after a pause;
+//   - no worker decides to start a leader-only Reconcile, and no write
+//     through ctrlkit's clients is sent, after this replica saw another
+//     holder or after its last renewal is older than the fence, not even
+//     right after a pause;
 //   - no other replica can have taken the lease when such a check passed,
 //     unless clocks ran more than about 10% apart.
 //
@@ -57,6 +58,13 @@
 //     the process is paused, or the request is delayed, for longer than the
 //     margin between the fence and a standby's takeover (LeaseDuration -
 //     RenewDeadline - RetryPeriod) right between the two.
+//   - Nor are the check and the call to Reconcile. A worker paused (or
+//     descheduled) right between its last check and the call starts that
+//     one Reconcile when it runs again, at most one per worker. It starts
+//     with CheckLeading already failing, its ctx is cancelled as soon as
+//     the process runs its timers (milliseconds), and its writes through
+//     ctrlkit's clients are refused. A Reconcile that must not even read
+//     after the lease is lost calls CheckLeading first.
 //   - Writes that bypass the check are not fenced: through a client the
 //     operator built itself, or with a context that does not descend from
 //     the Reconcile's (context.Background() in a Reconcile). Make Reconcile

@@ -225,10 +225,10 @@ func (c *Controller) EnqueuePriority(req Request, p workqueue.Priority) {
 // the abort timeout. It returns an error if the controller is already
 // running, or if reconciles were still running when it gave up.
 //
-// If ctx descends from a leading context (package leader), no Reconcile
-// starts once leader.CheckLeading(ctx) fails, and in-flight reconciles have
-// their ctx cancelled the moment the lease is lost (leader.Fence), even
-// during a graceful stop.
+// If ctx descends from a leading context (package leader), a worker calls
+// Reconcile only if leader.CheckLeading(ctx) passes right before the call,
+// and in-flight reconciles have their ctx cancelled the moment the lease
+// is lost (leader.Fence), even during a graceful stop.
 //
 // Start may be called again after it returned: a controller that owns its
 // queue gets a fresh one when it stops, which collects keys until the next

@@ -15,9 +15,12 @@
 // controller, namespace, name and reconcileID.
 //
 // A controller started with a leading context (package leader: the manager
-// starts leader-only controllers so) is fenced: no Reconcile starts once
-// leader.CheckLeading fails, and in-flight reconciles have their ctx
-// cancelled the moment the lease is lost, even during a graceful stop.
+// starts leader-only controllers so) is fenced: a worker tests
+// leader.CheckLeading right before each call to Reconcile and calls it
+// only if the test passes, and in-flight reconciles have their ctx
+// cancelled the moment the lease is lost, even during a graceful stop. A
+// worker paused between that test and the call (SIGSTOP) still makes the
+// call when it wakes; package leader says what then holds.
 //
 // Goroutines: Controller.Start runs Options.Workers workers and returns once
 // they have stopped (under a leading context, a context.AfterFunc callback

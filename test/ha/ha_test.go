@@ -137,10 +137,12 @@ func pauseLeader(t *testing.T, r *row) {
 	s.finish(ch)
 
 	wake := contAt.UnixNano()
-	starts, writes, unsent := 0, 0, 0
+	starts, fenced, writes, unsent := 0, 0, 0, 0
 	for _, rec := range p.recs() {
 		switch {
 		case rec.Wall < wake:
+		case rec.Kind == kindStart && rec.Result == resultFenced:
+			fenced++
 		case rec.Kind == kindStart:
 			starts++
 		case rec.Kind == kindWrite && rec.Result == "configmaps" && rec.Unsent:
@@ -158,8 +160,8 @@ func pauseLeader(t *testing.T, r *row) {
 		exitNote = fmt.Sprintf("exited %v after SIGCONT (%v)", at.Sub(contAt).Round(time.Millisecond), err)
 	}
 	r.note("%s stopped for %v; %s acquired the Lease %v after SIGSTOP", old, paused.Round(time.Millisecond), acq.holder, r.takeover.Round(time.Millisecond))
-	r.note("after SIGCONT the old leader started %d Reconciles and sent %d ConfigMap writes (%d more reached its transport with their ctx cancelled, unsent); IsLeader false %s SIGCONT; %s",
-		starts, writes, unsent, gaveUp, exitNote)
+	r.note("after SIGCONT the old leader started %d Reconciles (and %d with its fence closed, frozen between check and call) and sent %d ConfigMap writes (%d more reached its transport with their ctx cancelled, unsent); IsLeader false %s SIGCONT; %s",
+		starts, fenced, writes, unsent, gaveUp, exitNote)
 }
 
 // loadLeader: 256 workers, one write per Reconcile, the default client QPS

@@ -3,6 +3,7 @@
 package ha
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -45,5 +46,36 @@ func TestJudges(t *testing.T) {
 	}
 	if h := holderAt(acqs, at(-2)); h != "" {
 		t.Errorf("holder before the first acquisition = %q, want none", h)
+	}
+}
+
+// TestFencedApart: Reconciles that began fenced are taken out of the
+// start judges with their ends, their writes are kept, and more of them
+// on one replica than it has workers is a breach.
+func TestFencedApart(t *testing.T) {
+	recs := []record{
+		{Kind: kindStart, Replica: "a", ID: 1, Key: "k", Result: resultFenced},
+		{Kind: kindEnd, Replica: "a", ID: 1, Key: "k"},
+		{Kind: kindWrite, Replica: "a", Key: "k", Result: "configmaps"},
+		{Kind: kindStart, Replica: "a", ID: 2, Key: "j", Result: resultFenced}, // never ended
+		{Kind: kindStart, Replica: "a", ID: 3, Key: "k"},
+		{Kind: kindEnd, Replica: "a", ID: 3, Key: "k"},
+		{Kind: kindStart, Replica: "b", ID: 1, Key: "k"}, // b's ID 1 is not a's
+		{Kind: kindEnd, Replica: "b", ID: 1, Key: "k"},
+	}
+	rest, fenced, bad := setFencedApart(recs, 2)
+	if fenced != 2 || len(bad) != 0 {
+		t.Errorf("with 2 workers: %d fenced, breaches %q; want 2 and none", fenced, bad)
+	}
+	var kept []string
+	for _, r := range rest {
+		kept = append(kept, r.Kind+"/"+r.Replica)
+	}
+	want := []string{kindWrite + "/a", kindStart + "/a", kindEnd + "/a", kindStart + "/b", kindEnd + "/b"}
+	if !slices.Equal(kept, want) {
+		t.Errorf("kept %v, want %v", kept, want)
+	}
+	if _, _, bad := setFencedApart(recs, 1); len(bad) != 1 {
+		t.Errorf("with 1 worker: breaches %q, want one for replica a", bad)
 	}
 }

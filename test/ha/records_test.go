@@ -4,10 +4,14 @@ package ha
 
 import (
 	"cmp"
+	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ctrlkit/ctrlkit/pkg/leader"
 )
 
 // interval is one Reconcile of key on replica, [start, end] in Unix ns.
@@ -221,4 +225,54 @@ func table(rows []*row) string {
 		}
 	}
 	return b.String()
+}
+
+// resultFenced is the Result of a start record whose Reconcile began with
+// leader.CheckLeading already failing. A correct replica starts one only
+// if a worker passed its last check of the lease and was then frozen
+// (SIGSTOP, or starved of CPU) before its call to Reconcile: package
+// leader documents that window, at most one per worker. Such a Reconcile
+// is judged by what it writes (every write judge keeps it), not by its
+// start.
+const resultFenced = "fenced"
+
+// startResult is the Result of a Reconcile's start record: resultFenced
+// if ctx's term of leadership (or membership) was already over.
+func startResult(ctx context.Context) string {
+	if leader.CheckLeading(ctx) != nil {
+		return resultFenced
+	}
+	return ""
+}
+
+// setFencedApart returns recs without the start and end records of the
+// Reconciles that began fenced, and the breaches found in those: a
+// replica with more of them than workers, so more than its workers could
+// have been frozen between their check and their call, checks too early
+// or not at all. fenced counts them.
+func setFencedApart(recs []record, workers int) (rest []record, fenced int, breaches []string) {
+	type id struct {
+		replica string
+		n       int64
+	}
+	apart, per := map[id]bool{}, map[string]int{}
+	for _, r := range recs {
+		if r.Kind == kindStart && r.Result == resultFenced {
+			apart[id{r.Replica, r.ID}] = true
+			per[r.Replica]++
+		}
+	}
+	for _, r := range recs {
+		if (r.Kind == kindStart || r.Kind == kindEnd) && apart[id{r.Replica, r.ID}] {
+			continue
+		}
+		rest = append(rest, r)
+	}
+	for _, name := range slices.Sorted(maps.Keys(per)) {
+		if per[name] > workers {
+			breaches = append(breaches, fmt.Sprintf("replica %s started %d Reconciles with its fence already closed, more than its %d workers could have been frozen between their last check and their call: it checks the lease too early or not at all",
+				name, per[name], workers))
+		}
+	}
+	return rest, len(apart), breaches
 }

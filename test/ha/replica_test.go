@@ -177,7 +177,7 @@ type probe struct {
 
 func (p *probe) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	id := p.seq.Add(1)
-	p.rec.add(record{Kind: kindStart, ID: id, Key: req.Name})
+	p.rec.add(record{Kind: kindStart, ID: id, Key: req.Name, Result: startResult(ctx)})
 	res, gen, err := p.observe(ctx, req.Name)
 	p.rec.add(record{Kind: kindEnd, ID: id, Key: req.Name, Result: res, Gen: gen, Err: errString(err)})
 	return reconcile.Result{}, err

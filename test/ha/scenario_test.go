@@ -45,6 +45,9 @@ type scenario struct {
 	names []string
 	lease *leaseWatch
 	fleet *fleet
+	// workers per replica: at most that many Reconciles of a replica
+	// may begin fenced (setFencedApart).
+	workers int
 }
 
 // newScenario creates objectCount objects in a new namespace and starts
@@ -56,7 +59,7 @@ func newScenario(t *testing.T, r *row, su setup) *scenario {
 	baseline := goleak.IgnoreCurrent()
 	c, closeConns := client(t)
 	t.Cleanup(func() { noLeaks(t, closeConns, baseline) }) // runs last
-	s := &scenario{t: t, r: r, c: c}
+	s := &scenario{t: t, r: r, c: c, workers: su.workers}
 	s.ns = newNamespace(t, s.c, su.prefix)
 	s.names = createObjects(t, s.c, s.ns, objectCount, su.annotated)
 	const lease = "ha-probe"
@@ -121,7 +124,13 @@ func (s *scenario) finish(ch *churn) {
 			len(lost), len(s.names), convergeTimeout, ch.writes, len(ch.errs), strings.Join(lost[:min(5, len(lost))], "; "))
 	}
 
-	recs := s.fleet.allRecords()
+	recs, fenced, bad := setFencedApart(s.fleet.allRecords(), s.workers)
+	for _, b := range bad {
+		t.Error(b)
+	}
+	if fenced > 0 {
+		r.note("%d Reconciles began with their fence already closed (a worker frozen between its check and its call); their writes are judged with the rest", fenced)
+	}
 	acqs := s.lease.acquisitions()
 	diedAt, pauses := map[string]int64{}, map[string][]span{}
 	for _, p := range s.fleet.procs {

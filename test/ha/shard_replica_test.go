@@ -86,7 +86,7 @@ type shardProbe struct {
 
 func (p *shardProbe) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	id := p.seq.Add(1)
-	p.rec.add(record{Kind: kindStart, ID: id, Key: req.Name})
+	p.rec.add(record{Kind: kindStart, ID: id, Key: req.Name, Result: startResult(ctx)})
 	res, gen, err := p.update(ctx, req.Name)
 	p.rec.add(record{Kind: kindEnd, ID: id, Key: req.Name, Result: res, Gen: gen, Err: errString(err)})
 	return reconcile.Result{}, err

@@ -42,6 +42,7 @@ type shardScenario struct {
 	fleet   *fleet
 	members map[string]string      // replica → member name
 	leases  map[string]*leaseWatch // replica → its member Lease
+	workers int                    // per replica (setFencedApart)
 }
 
 // newShardScenario creates su.objects reconciled objects in a new
@@ -54,7 +55,7 @@ func newShardScenario(t *testing.T, r *shardRow, su shardSetup) *shardScenario {
 	baseline := goleak.IgnoreCurrent()
 	c, closeConns := client(t)
 	t.Cleanup(func() { noLeaks(t, closeConns, baseline) }) // runs last
-	s := &shardScenario{t: t, r: r, c: c, members: map[string]string{}, leases: map[string]*leaseWatch{}}
+	s := &shardScenario{t: t, r: r, c: c, members: map[string]string{}, leases: map[string]*leaseWatch{}, workers: su.workers}
 	s.ns = newNamespace(t, c, "shard-"+su.prefix)
 	s.ring = s.ns
 	s.names = createObjects(t, c, s.ns, su.objects, true)
@@ -237,7 +238,13 @@ func (s *shardScenario) judge(converge time.Duration, churns ...churned) (breach
 			len(lost), converge, strings.Join(lost[:min(5, len(lost))], "; "))
 	}
 
-	recs := s.fleet.allRecords()
+	recs, fenced, bad := setFencedApart(s.fleet.allRecords(), s.workers)
+	for i, b := range bad {
+		add(i, "%s", b)
+	}
+	if fenced > 0 {
+		r.note("%d Reconciles began with their fence already closed (a worker frozen between its check and its call); their writes are judged with the rest", fenced)
+	}
 	diedAt, pauses := map[string]int64{}, map[string][]span{}
 	for _, p := range s.fleet.procs {
 		killedAt, ps := p.facts()
@@ -408,7 +415,8 @@ func shardTable(rows []*shardRow) string {
 // flight and that ran on for at most a second after SIGCONT: no
 // implementation can preempt it, and its replica's fence keeps it from
 // writing (judged apart, as writes by a replica that no longer owns the
-// key). A Reconcile that starts after SIGCONT is never excused.
+// key). A Reconcile that starts after SIGCONT is never excused here; one
+// that began fenced was set apart before (setFencedApart).
 func resumedAfterPause(o overlap, pauses map[string][]span) bool {
 	for _, iv := range []interval{o.a, o.b} {
 		for _, p := range pauses[iv.replica] {

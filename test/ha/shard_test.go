@@ -142,10 +142,12 @@ func pauseShard(t *testing.T, r *shardRow) {
 	s.waitWrites(live[0], contAt, activeWrites/4)
 	s.finish(churned{s.names, ch})
 
-	starts, sent, unsent, ends := 0, 0, 0, 0
+	starts, fenced, sent, unsent, ends := 0, 0, 0, 0, 0
 	for _, rec := range p.recs() {
 		switch {
 		case rec.Wall < contAt.UnixNano():
+		case rec.Kind == kindStart && rec.Result == resultFenced:
+			fenced++
 		case rec.Kind == kindStart:
 			starts++
 		case rec.Kind == kindEnd:
@@ -159,10 +161,10 @@ func pauseShard(t *testing.T, r *shardRow) {
 	_, exitAt, exitErr := p.exit()
 	r.note("%s stopped for %v; its %d keys moved %v to %v after SIGSTOP (LeaseDuration %v)", victim, contAt.Sub(stoppedAt).Round(time.Millisecond),
 		len(s.movedFrom(victim)), first.Sub(stoppedAt).Round(time.Millisecond), last.Sub(stoppedAt).Round(time.Millisecond), shardLease)
-	r.note("after SIGCONT %s started %d Reconciles, finished %d that were in flight, sent %d ConfigMap writes (%d more unsent), and exited %v later (%v)",
-		victim, starts, ends, sent, unsent, exitAt.Sub(contAt).Round(time.Millisecond), exitErr)
+	r.note("after SIGCONT %s started %d Reconciles (and %d with its fence closed, frozen between check and call), finished %d, sent %d ConfigMap writes (%d more unsent), and exited %v later (%v)",
+		victim, starts, fenced, ends, sent, unsent, exitAt.Sub(contAt).Round(time.Millisecond), exitErr)
 	if starts > 0 || sent > 0 {
-		t.Errorf("the woken replica %s started %d Reconciles and sent %d writes after SIGCONT, with no key of its own", victim, starts, sent)
+		t.Errorf("the woken replica %s started %d Reconciles with its fence open and sent %d writes after SIGCONT, with no key of its own", victim, starts, sent)
 	}
 }
 

@@ -22,28 +22,8 @@ import (
 // cancel the in-flight Reconcile and keep any other from starting.
 func TestFenced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		kube := fake.NewClientset()
 		var unreachable atomic.Bool
-		kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
-			if unreachable.Load() {
-				return true, nil, errors.New("fake: timeout")
-			}
-			return false, nil, nil
-		})
-		e, err := leader.New(kube, leader.Options{Name: "op", Namespace: "ns", Identity: "a"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		leading := make(chan context.Context, 1)
-		lost := make(chan error, 1)
-		go func() {
-			lost <- e.Run(t.Context(), func(ctx context.Context) error {
-				leading <- ctx
-				<-ctx.Done()
-				return nil
-			})
-		}()
-		leadCtx := <-leading
+		leadCtx, lost := lead(t, &unreachable)
 
 		slow, later := req("ns", "slow"), req("ns", "later")
 		var n calls
@@ -93,28 +73,8 @@ func TestFenced(t *testing.T) {
 // before the call: the key is not reconciled.
 func TestFenceCheckedLast(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		kube := fake.NewClientset()
 		var unreachable atomic.Bool
-		kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
-			if unreachable.Load() {
-				return true, nil, errors.New("fake: timeout")
-			}
-			return false, nil, nil
-		})
-		e, err := leader.New(kube, leader.Options{Name: "op", Namespace: "ns", Identity: "a"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		leading := make(chan context.Context, 1)
-		lost := make(chan error, 1)
-		go func() {
-			lost <- e.Run(t.Context(), func(ctx context.Context) error {
-				leading <- ctx
-				<-ctx.Done()
-				return nil
-			})
-		}()
-		leadCtx := <-leading
+		leadCtx, lost := lead(t, &unreachable)
 
 		late := req("ns", "late")
 		var n calls
@@ -147,4 +107,33 @@ func TestFenceCheckedLast(t *testing.T) {
 			t.Errorf("Start = %v", err)
 		}
 	})
+}
+
+// lead runs an elector over a fake clientset, inside t's synctest bubble,
+// and returns its leading context once it leads, and the channel Run's
+// error comes on. While unreachable is set, the Lease's renewals fail,
+// so the fence closes RenewDeadline + RetryPeriod after the last success.
+func lead(t *testing.T, unreachable *atomic.Bool) (context.Context, <-chan error) {
+	t.Helper()
+	kube := fake.NewClientset()
+	kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if unreachable.Load() {
+			return true, nil, errors.New("fake: timeout")
+		}
+		return false, nil, nil
+	})
+	e, err := leader.New(kube, leader.Options{Name: "op", Namespace: "ns", Identity: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leading := make(chan context.Context, 1)
+	lost := make(chan error, 1)
+	go func() {
+		lost <- e.Run(t.Context(), func(ctx context.Context) error {
+			leading <- ctx
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	return <-leading, lost
 }

@@ -25,9 +25,10 @@
 // that it can never renew; reconcile.Controller's Exclude gives the owner
 // the moment its last Reconcile of a key has returned.
 //
-// Goroutines: Sharder.Start runs an informer of the member Leases and one
-// of the unlabelled objects of each sharded resource (client-go's
-// goroutines), a scan of the labelled objects and 8 workers;
+// Goroutines: Sharder.Start runs an informer of the Leases in the ring's
+// namespace (it judges the member Leases among them) and one of the
+// unlabelled objects of each sharded resource (client-go's goroutines), a
+// scan of the labelled objects and 8 workers;
 // Coordinator.Start runs an informer of the namespace's Leases and takes
 // its steps on its own goroutine. Both return once their goroutines have
 // stopped, after their ctx ends. Every type is safe for concurrent use.

@@ -22,18 +22,22 @@ type interval struct {
 	open         bool // no end was recorded: end is when the process died, or the analysis time
 }
 
+// reconcileID names one Reconcile: its start and end records share it.
+type reconcileID struct {
+	replica string
+	n       int64
+}
+
+func (r record) reconcileID() reconcileID { return reconcileID{r.Replica, r.ID} }
+
 // intervals pairs the start and end records of every Reconcile. A
 // Reconcile with no end ran until its process died (diedAt, by replica)
 // or, if it still runs, until now.
 func intervals(recs []record, diedAt map[string]int64, now int64) []interval {
-	type id struct {
-		replica string
-		n       int64
-	}
-	ends := map[id]int64{}
+	ends := map[reconcileID]int64{}
 	for _, r := range recs {
 		if r.Kind == kindEnd {
-			ends[id{r.Replica, r.ID}] = r.Wall
+			ends[r.reconcileID()] = r.Wall
 		}
 	}
 	var out []interval
@@ -42,7 +46,7 @@ func intervals(recs []record, diedAt map[string]int64, now int64) []interval {
 			continue
 		}
 		iv := interval{replica: r.Replica, key: r.Key, id: r.ID, start: r.Wall}
-		if e, ok := ends[id{r.Replica, r.ID}]; ok {
+		if e, ok := ends[r.reconcileID()]; ok {
 			iv.end = e
 		} else {
 			iv.open = true
@@ -251,19 +255,15 @@ func startResult(ctx context.Context) string {
 // have been frozen between their check and their call, checks too early
 // or not at all. fenced counts them.
 func setFencedApart(recs []record, workers int) (rest []record, fenced int, breaches []string) {
-	type id struct {
-		replica string
-		n       int64
-	}
-	apart, per := map[id]bool{}, map[string]int{}
+	apart, per := map[reconcileID]bool{}, map[string]int{}
 	for _, r := range recs {
 		if r.Kind == kindStart && r.Result == resultFenced {
-			apart[id{r.Replica, r.ID}] = true
+			apart[r.reconcileID()] = true
 			per[r.Replica]++
 		}
 	}
 	for _, r := range recs {
-		if (r.Kind == kindStart || r.Kind == kindEnd) && apart[id{r.Replica, r.ID}] {
+		if (r.Kind == kindStart || r.Kind == kindEnd) && apart[r.reconcileID()] {
 			continue
 		}
 		rest = append(rest, r)
@@ -275,4 +275,10 @@ func setFencedApart(recs []record, workers int) (rest []record, fenced int, brea
 		}
 	}
 	return rest, len(apart), breaches
+}
+
+// fencedNote is the scenario note on n Reconciles set apart by
+// setFencedApart.
+func fencedNote(n int) string {
+	return fmt.Sprintf("%d Reconciles began with their fence already closed (a worker frozen between its check and its call); their writes are judged with the rest", n)
 }

@@ -129,7 +129,7 @@ func (s *scenario) finish(ch *churn) {
 		t.Error(b)
 	}
 	if fenced > 0 {
-		r.note("%d Reconciles began with their fence already closed (a worker frozen between its check and its call); their writes are judged with the rest", fenced)
+		r.note("%s", fencedNote(fenced))
 	}
 	acqs := s.lease.acquisitions()
 	diedAt, pauses := map[string]int64{}, map[string][]span{}

@@ -243,7 +243,7 @@ func (s *shardScenario) judge(converge time.Duration, churns ...churned) (breach
 		add(i, "%s", b)
 	}
 	if fenced > 0 {
-		r.note("%d Reconciles began with their fence already closed (a worker frozen between its check and its call); their writes are judged with the rest", fenced)
+		r.note("%s", fencedNote(fenced))
 	}
 	diedAt, pauses := map[string]int64{}, map[string][]span{}
 	for _, p := range s.fleet.procs {

@@ -62,7 +62,7 @@
 //     descheduled) right between its last check and the call starts that
 //     one Reconcile when it runs again, at most one per worker. It starts
 //     with CheckLeading already failing, its ctx is cancelled as soon as
-//     the process runs its timers (milliseconds), and its writes through
+//     the process runs its timers again, and its writes through
 //     ctrlkit's clients are refused. A Reconcile that must not even read
 //     after the lease is lost calls CheckLeading first.
 //   - Writes that bypass the check are not fenced: through a client the

@@ -51,7 +51,8 @@ func TestJudges(t *testing.T) {
 
 // TestFencedApart: Reconciles that began fenced are taken out of the
 // start judges with their ends, their writes are kept, and more of them
-// on one replica than it has workers is a breach.
+// on one replica than it has workers, or one that ran over
+// fencedRunLimit, is a breach.
 func TestFencedApart(t *testing.T) {
 	recs := []record{
 		{Kind: kindStart, Replica: "a", ID: 1, Key: "k", Result: resultFenced},
@@ -77,5 +78,9 @@ func TestFencedApart(t *testing.T) {
 	}
 	if _, _, bad := setFencedApart(recs, 1); len(bad) != 1 {
 		t.Errorf("with 1 worker: breaches %q, want one for replica a", bad)
+	}
+	recs[1].Wall = recs[0].Wall + int64(fencedRunLimit) + 1 // a's fenced Reconcile of k ran on
+	if _, _, bad := setFencedApart(recs, 2); len(bad) != 1 {
+		t.Errorf("a fenced Reconcile that ran over %v: breaches %q, want one", fencedRunLimit, bad)
 	}
 }

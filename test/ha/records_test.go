@@ -249,21 +249,33 @@ func startResult(ctx context.Context) string {
 	return ""
 }
 
+// fencedRunLimit bounds how long a Reconcile that began fenced may run:
+// its ctx is cancelled as soon as its process runs its timers.
+const fencedRunLimit = time.Second
+
 // setFencedApart returns recs without the start and end records of the
-// Reconciles that began fenced, and the breaches found in those: a
+// Reconciles that began fenced, and the breaches found in those: one
+// that ran longer than fencedRunLimit (its ctx was not cancelled), or a
 // replica with more of them than workers, so more than its workers could
-// have been frozen between their check and their call, checks too early
-// or not at all. fenced counts them.
+// have been frozen between their check and their call (it checks too
+// early or not at all). fenced counts them.
 func setFencedApart(recs []record, workers int) (rest []record, fenced int, breaches []string) {
-	apart, per := map[reconcileID]bool{}, map[string]int{}
+	apart, per := map[reconcileID]int64{}, map[string]int{} // start times
 	for _, r := range recs {
 		if r.Kind == kindStart && r.Result == resultFenced {
-			apart[r.reconcileID()] = true
+			apart[r.reconcileID()] = r.Wall
 			per[r.Replica]++
 		}
 	}
 	for _, r := range recs {
-		if (r.Kind == kindStart || r.Kind == kindEnd) && apart[r.reconcileID()] {
+		start, ok := apart[r.reconcileID()]
+		if ok && r.Kind == kindEnd {
+			if ran := time.Duration(r.Wall - start); ran > fencedRunLimit {
+				breaches = append(breaches, fmt.Sprintf("replica %s's Reconcile of %s began with its fence closed and ran %v, over %v: its ctx was not cancelled",
+					r.Replica, r.Key, ran.Round(time.Millisecond), fencedRunLimit))
+			}
+		}
+		if ok && (r.Kind == kindStart || r.Kind == kindEnd) {
 			continue
 		}
 		rest = append(rest, r)

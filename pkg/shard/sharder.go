@@ -50,7 +50,8 @@ type SharderOptions struct {
 	Ring string
 	// Namespace holds the members' Leases (LeaseName).
 	Namespace string
-	// Kube watches the Leases.
+	// Kube buries the Leases of dead members, and watches the Leases
+	// when REST is not set.
 	Kube kubernetes.Interface
 	// Metadata lists, watches and labels the objects, metadata only.
 	Metadata metadata.Interface
@@ -61,8 +62,12 @@ type SharderOptions struct {
 	// labelled objects a page at a time, decoding of each only what it
 	// keeps. A move writes one label per moved object, and with Metadata
 	// the decoded answers and pages were over half of what the sharder's
-	// replica allocated meanwhile (see Sharder). A manager sets it from
-	// its rest config.
+	// replica allocated meanwhile (see Sharder). The sharder also lists
+	// and watches the Leases through it, and decodes of each watch event
+	// only what it keeps of a Lease: every renewal of every member is
+	// one, and client-go's decoding of them was the steady garbage of
+	// the sharder's replica (leasewatch.go). A manager sets it from its
+	// rest config.
 	REST rest.Interface
 	// Resources are the sharded resources; at least one primary.
 	Resources []Resource
@@ -204,8 +209,13 @@ func NewSharder(opts SharderOptions) (*Sharder, error) {
 // Start runs the sharder until ctx ends. It blocks.
 func (s *Sharder) Start(ctx context.Context) error {
 	defer s.queue.ShutDown()
-	leases := informers.NewSharedInformerFactoryWithOptions(s.opts.Kube, 0, informers.WithNamespace(s.opts.Namespace)).
-		Coordination().V1().Leases().Informer()
+	var leases cache.SharedIndexInformer
+	if s.opts.REST != nil {
+		leases = cache.NewSharedIndexInformer(leaseListWatch(s.opts.REST, s.opts.Namespace), &coordinationv1.Lease{}, 0, cache.Indexers{})
+	} else {
+		leases = informers.NewSharedInformerFactoryWithOptions(s.opts.Kube, 0, informers.WithNamespace(s.opts.Namespace)).
+			Coordination().V1().Leases().Informer()
+	}
 	if err := leases.SetTransform(slimLease); err != nil {
 		return err
 	}
@@ -725,13 +735,22 @@ func (s *Sharder) ownerItem(ref *metav1.OwnerReference, namespace string) (item,
 // garbage at once.
 func slimLease(obj any) (any, error) {
 	l, ok := obj.(*coordinationv1.Lease)
-	if !ok {
+	if !ok || slim(l) {
 		return obj, nil
 	}
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: l.Name, Namespace: l.Namespace, ResourceVersion: l.ResourceVersion},
 		Spec:       l.Spec,
 	}, nil
+}
+
+// slim reports whether l holds only what slimLease keeps, as a Lease
+// that leaseEvents decoded does.
+func slim(l *coordinationv1.Lease) bool {
+	m := &l.ObjectMeta
+	return m.UID == "" && m.CreationTimestamp.IsZero() && m.Labels == nil && m.Annotations == nil &&
+		m.ManagedFields == nil && m.OwnerReferences == nil && m.Finalizers == nil && m.Generation == 0 &&
+		m.GenerateName == "" && m.DeletionTimestamp == nil && m.DeletionGracePeriodSeconds == nil && l.TypeMeta == (metav1.TypeMeta{})
 }
 
 // ringKey is the ring's key of an object.

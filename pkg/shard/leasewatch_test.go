@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	restwatch "k8s.io/client-go/rest/watch"
+	"k8s.io/client-go/tools/cache"
 )
 
 // fullLease is a member Lease as kube-apiserver sends it: with what
@@ -37,7 +38,7 @@ func fullLease(name, rv, holder string, renew time.Time) *coordinationv1.Lease {
 			CreationTimestamp: now, Labels: map[string]string{"app": "x"}, Annotations: map[string]string{"a": "b"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "ctrlkit", Operation: metav1.ManagedFieldsOperationUpdate,
 				APIVersion: "coordination.k8s.io/v1", Time: &now, FieldsType: "FieldsV1",
-				FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:holderIdentity":{},"f:renewTime":{}}}`)}}}},
+				FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:holderIdentity":{},"f:renewTime":{}}}`)}}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &d, AcquireTime: &acquire,
 			RenewTime: &renewed, LeaseTransitions: &transitions, Strategy: &strategy},
 	}
@@ -170,7 +171,7 @@ func TestLeaseListWatch(t *testing.T) {
 	rc := restFor(t, srv.URL)
 	ctx := context.Background()
 	lw := leaseListWatch(rc, "ns")
-	obj, err := lw.List(metav1.ListOptions{})
+	obj, err := lw.(cache.ListerWithContext).ListWithContext(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +194,7 @@ func TestLeaseListWatch(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no watch event within 10s")
 	}
-	if _, err := leaseListWatch(rc, "gone").List(metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+	if _, err := leaseListWatch(rc, "gone").(cache.ListerWithContext).ListWithContext(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("list answered 403: error %v, want Forbidden", err)
 	}
 }

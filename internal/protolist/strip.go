@@ -215,6 +215,13 @@ const (
 // NewInterner returns an empty Interner.
 func NewInterner() *Interner { return &Interner{m: make(map[string]string)} }
 
+// String returns b as a string, the held one when there is one.
+func (in *Interner) String(b []byte) string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.string(b)
+}
+
 // string returns b as a string, the held one when there is one. Called
 // with in.mu held.
 func (in *Interner) string(b []byte) string {

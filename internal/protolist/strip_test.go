@@ -270,3 +270,17 @@ func TestUnwrap(t *testing.T) {
 		}
 	}
 }
+
+// TestInternerString: equal bytes give one string, up to the bounds;
+// past them, an equal string is still returned, newly allocated.
+func TestInternerString(t *testing.T) {
+	in := NewInterner()
+	a, b := in.String([]byte("ring-member-a")), in.String([]byte("ring-member-a"))
+	if a != "ring-member-a" || unsafe.StringData(a) != unsafe.StringData(b) {
+		t.Errorf("equal bytes gave %q and %q, two strings: want one", a, b)
+	}
+	long := bytes.Repeat([]byte("x"), maxInternedLen+1)
+	if c, d := in.String(long), in.String(long); c != string(long) || unsafe.StringData(c) == unsafe.StringData(d) {
+		t.Errorf("a string over %d bytes was held, or changed", maxInternedLen)
+	}
+}

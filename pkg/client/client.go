@@ -42,7 +42,10 @@ type Options struct {
 	Scheme *runtime.Scheme
 	// Mapper maps kinds to resources. Required.
 	Mapper meta.RESTMapper
-	// HTTPClient sends the requests. Nil means rest.HTTPClientFor(cfg).
+	// HTTPClient sends the requests. Nil means rest.HTTPClientFor(cfg),
+	// with its connections dialed by leader.FenceDial. A client given
+	// here is wrapped in leader.FenceTransport; fence its connections
+	// with leader.FenceDial where it is built.
 	HTTPClient *http.Client
 	// FieldManager names this client in metadata.managedFields on every
 	// write; server-side apply requires one. Empty means "ctrlkit".
@@ -113,7 +116,9 @@ type restKey struct {
 // cfg or Options.Mapper is missing or an option is out of range. It does
 // not contact the API server. Writes are fenced: a request whose context
 // belongs to a term of leadership that is over is not sent
-// (leader.FenceTransport).
+// (leader.FenceTransport), and, unless Options.HTTPClient is set, nor is
+// one that the term's end caught between that check and the socket
+// (leader.FenceDial).
 func New(cfg *rest.Config, opts Options) (*Client, error) {
 	switch {
 	case cfg == nil:
@@ -128,6 +133,7 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	hc := opts.HTTPClient
 	if hc == nil {
 		cfg.Wrap(leader.FenceTransport)
+		cfg.Dial = leader.FenceDial(cfg.Dial)
 		var err error
 		if hc, err = rest.HTTPClientFor(cfg); err != nil {
 			return nil, fmt.Errorf("client: building the HTTP client: %w", err)

@@ -47,7 +47,9 @@
 //     Reconcile whose replica can no longer prove it holds the lease, a
 //     write is not sent and its error wraps leader.ErrNotLeader, both
 //     when it is checked before the request and at the transport, after
-//     client-side rate limiting (leader.FenceTransport).
+//     client-side rate limiting (leader.FenceTransport); and a write that
+//     passed that check goes no further than its connection if the term
+//     ends before it reaches the socket (leader.FenceDial).
 //   - Errors from the API server are returned as they are, for apierrors'
 //     predicates: a conflict (stale resourceVersion) or not-found is
 //     expected now and then; return it from Reconcile to retry.

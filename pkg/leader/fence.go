@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"sync"
 	"time"
 )
@@ -135,21 +136,39 @@ func (e *Elector) untilFence(now time.Time) time.Duration {
 // around client-go's transport it runs after the client-side rate
 // limiter, so a write that waited there, or in a process paused by
 // SIGSTOP, while the lease was lost is not sent: a check before the call
-// would leave that wait unfenced. Requests whose context belongs to no
-// term pass unchanged.
+// would leave that wait unfenced. A write it lets through is tied to its
+// connection, which stops it at the wire if the term ends before it is
+// sent, when the connection was dialed by FenceDial. Requests whose
+// context belongs to no term pass unchanged.
 func FenceTransport(rt http.RoundTripper) http.RoundTripper {
 	return fenceTransport{rt}
 }
 
 type fenceTransport struct{ next http.RoundTripper }
 
+// tracedKey marks a request's context once a fenceTransport has tied it
+// to its connection, so that a second one (a client wrapped twice) does
+// not add its trace again.
+type tracedKey struct{}
+
 func (f fenceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
-	default:
-		if err := CheckLeading(req.Context()); err != nil {
-			return nil, fmt.Errorf("%s %s not sent: %w", req.Method, req.URL.Path, err)
-		}
+		return f.next.RoundTrip(req)
+	}
+	ctx := req.Context()
+	t, ok := ctx.Value(termKey{}).(*term)
+	if !ok {
+		return f.next.RoundTrip(req)
+	}
+	if err := t.check(time.Now()); err != nil {
+		return nil, fmt.Errorf("%s %s not sent: %w", req.Method, req.URL.Path, err)
+	}
+	if ctx.Value(tracedKey{}) == nil {
+		ctx = httptrace.WithClientTrace(context.WithValue(ctx, tracedKey{}, true), &httptrace.ClientTrace{
+			GotConn: func(info httptrace.GotConnInfo) { carryOn(info.Conn, t) },
+		})
+		req = req.WithContext(ctx)
 	}
 	return f.next.RoundTrip(req)
 }

@@ -142,11 +142,22 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		kubeCfg.ContentType = runtime.ContentTypeProtobuf
 		kubeCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	}
-	kube, err := kubernetes.NewForConfig(kubeCfg)
+	// The clients that write (the clientset, the dynamic client and the
+	// client) share one HTTP client whose connections are fenced too:
+	// a write frozen between FenceTransport's check and the socket is not
+	// sent once the term is over (leader.FenceDial). With its own dialer it
+	// has connections of its own, apart from the Lease's.
+	writeCfg := rest.CopyConfig(cfg)
+	writeCfg.Dial = leader.FenceDial(writeCfg.Dial)
+	hc, err := rest.HTTPClientFor(writeCfg)
+	if err != nil {
+		return nil, fmt.Errorf("manager: building the HTTP client: %w", err)
+	}
+	kube, err := kubernetes.NewForConfigAndClient(kubeCfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("manager: building clientset: %w", err)
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("manager: building dynamic client: %w", err)
 	}
@@ -161,6 +172,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		m.shard.filter = filter
 	}
 	m.client, err = client.New(cfg, client.Options{
+		HTTPClient:     hc,
 		Scheme:         opts.Informers.Scheme,
 		Mapper:         mapper,
 		FieldManager:   cmp.Or(opts.Name, DefaultName),

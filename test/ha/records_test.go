@@ -167,7 +167,7 @@ type row struct {
 	bound          time.Duration
 	lost           int
 	overlapping    int // with active overlap
-	frozen         int // overlapping only while one replica was stopped
+	frozen         int // overlapping only while one replica was stopped, or a Reconcile SIGSTOP froze in flight that ended within 1s of SIGCONT (resumedAfterPause)
 	nonLeaderSent  int // ConfigMap writes sent while another replica held the Lease, by the replicas' records
 	nonLeaderRecv  int // ConfigMap writes received while another replica held the Lease, by the audit log
 	nonLeaderOK    int // of which the API server accepted

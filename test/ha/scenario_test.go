@@ -153,7 +153,7 @@ func (s *scenario) finish(ch *churn) {
 	}
 	var active []overlap
 	for _, o := range overlaps(intervals(recs, diedAt, time.Now().UnixNano()), pauses) {
-		if o.active > 0 {
+		if o.active > 0 && !resumedAfterPause(o, pauses) {
 			active = append(active, o)
 		} else {
 			r.frozen++

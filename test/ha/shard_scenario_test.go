@@ -351,7 +351,7 @@ type shardRow struct {
 	moves          moves
 	reconciles     int
 	overlapping    int // with active overlap
-	frozen         int // overlapping only while one replica was stopped
+	frozen         int // overlapping only while one replica was stopped, or a Reconcile SIGSTOP froze in flight that ended within 1s of SIGCONT (resumedAfterPause)
 	lost           int
 	nonOwnerStarts int
 	nonOwnerWrites int

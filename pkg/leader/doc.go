@@ -41,8 +41,13 @@
 // clients (Manager.Client, Kubernetes, Dynamic) for every request but a
 // read (FenceTransport), after
 // client-go's client-side rate limiter: a write that waited there, or in a
-// paused process, while the term ended is refused, not sent. It cancels the
-// ctx of in-flight leader-only reconciles when the Fence closes. So, with timings New accepts:
+// paused process, while the term ended is refused, not sent. Those
+// clients' connections are dialed by FenceDial: a write that passed that
+// check is tied to its connection, which writes nothing more once the
+// term is over, so a process paused between the check and the socket
+// does not send it on waking either. It cancels the ctx of in-flight
+// leader-only reconciles when the Fence closes. So, with timings New
+// accepts:
 //
 //   - no worker decides to start a leader-only Reconcile, and no write
 //     through ctrlkit's clients is sent, after this replica saw another
@@ -53,11 +58,18 @@
 //
 // # What is not guaranteed
 //
-//   - The check and the send are not atomic. A request that passed the
-//     check can reach the API server after another replica took over, if
-//     the process is paused, or the request is delayed, for longer than the
-//     margin between the fence and a standby's takeover (LeaseDuration -
-//     RenewDeadline - RetryPeriod) right between the two.
+//   - The last check and the system call that writes to the socket are
+//     not atomic. A pause right between the two (a few instructions), or
+//     a request already in the kernel's socket buffers, or delayed on the
+//     network, for longer than the margin between the fence and a
+//     standby's takeover (LeaseDuration - RenewDeadline - RetryPeriod),
+//     can still reach the API server after another replica took over.
+//     Through a client without FenceDial's connections (an
+//     Options.HTTPClient of package client), the gap is the whole way
+//     from FenceTransport to the socket.
+//   - A Reconcile that was running when the process was paused runs on
+//     when it wakes, until it sees its ctx cancelled: no Go code can
+//     preempt it. Its writes through ctrlkit's clients are refused.
 //   - Nor are the check and the call to Reconcile. A worker paused (or
 //     descheduled) right between its last check and the call starts that
 //     one Reconcile when it runs again, at most one per worker. It starts

@@ -93,6 +93,9 @@ type Manager struct {
 	// term is the current term of leadership while lead runs, for
 	// leader-only controllers added during it.
 	term *term
+	// conns are the writing clients' connections, closed when Run
+	// returns; nil for a manager built on given clients (unit tests).
+	conns *conns
 }
 
 // New validates opts and builds the clients, the cache and the metrics of a
@@ -147,8 +150,9 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	// a write frozen between FenceTransport's check and the socket is not
 	// sent once the term is over (leader.FenceDial). With its own dialer it
 	// has connections of its own, apart from the Lease's.
+	var writeConns conns
 	writeCfg := rest.CopyConfig(cfg)
-	writeCfg.Dial = leader.FenceDial(writeCfg.Dial)
+	writeCfg.Dial = leader.FenceDial(writeConns.dial(writeCfg.Dial))
 	hc, err := rest.HTTPClientFor(writeCfg)
 	if err != nil {
 		return nil, fmt.Errorf("manager: building the HTTP client: %w", err)
@@ -168,6 +172,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.conns = &writeConns
 	if m.shard != nil {
 		m.shard.filter = filter
 	}

@@ -23,6 +23,11 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 	if !first {
 		return errors.New("manager: Run called twice: a Manager runs once")
 	}
+	// Last of all, once the informers, the event broadcaster and
+	// everything else that uses the clients stopped.
+	if m.conns != nil {
+		defer m.conns.closeAll()
+	}
 	// Each controller's queue owns goroutines from AddController on. A
 	// started controller shuts its queue down itself; this also ends the
 	// queues of controllers that never started because Run returned before

@@ -1,8 +1,11 @@
 package manager
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,3 +68,59 @@ func (m *restMetrics) wrap(rt http.RoundTripper) http.RoundTripper {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// conns are the connections the manager's writing clients dialed (their
+// HTTP client is the manager's own, not client-go's shared, cached one),
+// so that Run closes them when it returns: client-go's HTTP/2 transport
+// never closes an idle connection on its own, and each would keep a
+// goroutine reading it.
+type conns struct {
+	mu   sync.Mutex
+	open map[*trackedConn]struct{}
+}
+
+// dial wraps next, a rest.Config Dial (nil means client-go's default), so
+// that c tracks what it dials.
+func (c *conns) dial(next func(ctx context.Context, network, address string) (net.Conn, error)) func(ctx context.Context, network, address string) (net.Conn, error) {
+	if next == nil {
+		next = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		conn, err := next(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		tc := &trackedConn{Conn: conn, set: c}
+		c.mu.Lock()
+		if c.open == nil {
+			c.open = make(map[*trackedConn]struct{})
+		}
+		c.open[tc] = struct{}{}
+		c.mu.Unlock()
+		return tc, nil
+	}
+}
+
+// closeAll closes every connection still open. Requests made later dial
+// new ones.
+func (c *conns) closeAll() {
+	c.mu.Lock()
+	open := c.open
+	c.open = nil
+	c.mu.Unlock()
+	for tc := range open {
+		_ = tc.Conn.Close()
+	}
+}
+
+type trackedConn struct {
+	net.Conn
+	set *conns
+}
+
+func (tc *trackedConn) Close() error {
+	tc.set.mu.Lock()
+	delete(tc.set.open, tc)
+	tc.set.mu.Unlock()
+	return tc.Conn.Close()
+}

@@ -152,7 +152,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	// has connections of its own, apart from the Lease's.
 	var writeConns conns
 	writeCfg := rest.CopyConfig(cfg)
-	writeCfg.Dial = leader.FenceDial(writeConns.dial(writeCfg.Dial))
+	writeCfg.Dial = writeConns.dial(leader.FenceDial(writeCfg.Dial))
 	hc, err := rest.HTTPClientFor(writeCfg)
 	if err != nil {
 		return nil, fmt.Errorf("manager: building the HTTP client: %w", err)

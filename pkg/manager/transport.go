@@ -79,12 +79,8 @@ type conns struct {
 	open map[*trackedConn]struct{}
 }
 
-// dial wraps next, a rest.Config Dial (nil means client-go's default), so
-// that c tracks what it dials.
+// dial wraps next so that c tracks what it dials.
 func (c *conns) dial(next func(ctx context.Context, network, address string) (net.Conn, error)) func(ctx context.Context, network, address string) (net.Conn, error) {
-	if next == nil {
-		next = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	}
 	return func(ctx context.Context, network, address string) (net.Conn, error) {
 		conn, err := next(ctx, network, address)
 		if err != nil {
@@ -117,6 +113,10 @@ type trackedConn struct {
 	net.Conn
 	set *conns
 }
+
+// NetConn is the connection tc wraps, as for tls.Conn: leader.FenceDial
+// finds its own connection through it.
+func (tc *trackedConn) NetConn() net.Conn { return tc.Conn }
 
 func (tc *trackedConn) Close() error {
 	tc.set.mu.Lock()

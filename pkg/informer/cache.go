@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"reflect"
 	"slices"
 	"strings"
@@ -125,6 +126,13 @@ type Clients struct {
 	// 2-3 times the CPU and 3-6 times the bytes allocated per object
 	// (BenchmarkDecode in the bench module).
 	Config *rest.Config
+	// HTTPClient, when set, sends the requests of the clients the cache
+	// builds from Config (custom Go types, built-in types decoded while
+	// read, metadata). Nil means rest.HTTPClientFor(Config): client-go's
+	// transport, shared process-wide by configs with the same TLS
+	// settings. A manager sets its own, whose connections it closes
+	// when it stops.
+	HTTPClient *http.Client
 	// Metadata, when set, serves metadata-only informers (ForMetadata).
 	// Nil means one built from Config; ForMetadata fails if both are nil.
 	Metadata metadata.Interface

@@ -94,9 +94,12 @@ func (c *Cache) typedHTTP() (*typedClients, error) {
 	if t.http == nil {
 		cfg := rest.CopyConfig(c.clients.Config)
 		kube.ShareRateLimiter(cfg) // one budget for every group version
-		hc, err := rest.HTTPClientFor(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("building the HTTP client from Clients.Config: %w", err)
+		hc := c.clients.HTTPClient
+		if hc == nil {
+			var err error
+			if hc, err = rest.HTTPClientFor(cfg); err != nil {
+				return nil, fmt.Errorf("building the HTTP client from Clients.Config: %w", err)
+			}
 		}
 		t.http, t.cfg = hc, cfg
 		t.codecs = serializer.NewCodecFactory(c.scheme)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -91,7 +92,14 @@ func (c *Cache) metadataClient() (metadata.Interface, error) {
 	if c.clients.Config == nil {
 		return nil, errors.New("Clients.Metadata and Clients.Config are nil: set one of them (a manager sets Config)")
 	}
-	mc, err := metadata.NewForConfig(c.clients.Config)
+	hc := c.clients.HTTPClient
+	if hc == nil {
+		var err error
+		if hc, err = rest.HTTPClientFor(c.clients.Config); err != nil {
+			return nil, fmt.Errorf("building the metadata client from Clients.Config: %w", err)
+		}
+	}
+	mc, err := metadata.NewForConfigAndClient(c.clients.Config, hc)
 	if err != nil {
 		return nil, fmt.Errorf("building the metadata client from Clients.Config: %w", err)
 	}

@@ -145,11 +145,13 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		kubeCfg.ContentType = runtime.ContentTypeProtobuf
 		kubeCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	}
-	// The clients that write (the clientset, the dynamic client and the
-	// client) share one HTTP client whose connections are fenced too:
-	// a write frozen between FenceTransport's check and the socket is not
-	// sent once the term is over (leader.FenceDial). With its own dialer it
-	// has connections of its own, apart from the Lease's.
+	// Every client of the manager but the Lease's (the clientset, the
+	// dynamic client, the client, the cache's and the sharder's) shares
+	// one HTTP client whose connections are fenced too: a write frozen
+	// between FenceTransport's check and the socket is not sent once the
+	// term is over (leader.FenceDial). Its dialer makes it the manager's
+	// own, apart from client-go's shared transports and the Lease's
+	// connection, and Run closes its connections when it returns.
 	var writeConns conns
 	writeCfg := rest.CopyConfig(cfg)
 	writeCfg.Dial = writeConns.dial(leader.FenceDial(writeCfg.Dial))
@@ -168,7 +170,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
 	// The Lease gets a client of its own, so the workload cannot starve it.
 	newElector := func(o leader.Options) (*leader.Elector, error) { return leader.NewForConfig(leaseCfg, o) }
-	m, err := newWithClients(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: mapper, Config: cfg}, opts, newElector)
+	m, err := newWithClients(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: mapper, Config: cfg, HTTPClient: hc}, opts, newElector)
 	if err != nil {
 		return nil, err
 	}
@@ -267,9 +269,11 @@ func newWithClients(c informer.Clients, opts Options, newElector func(leader.Opt
 		case c.Config != nil:
 			// One connection for both: the metadata client's watches and
 			// the sharder's reads and label writes.
-			hc, err := rest.HTTPClientFor(c.Config)
-			if err != nil {
-				return nil, fmt.Errorf("manager: Options.Sharding: building the metadata client: %w", err)
+			hc := c.HTTPClient
+			if hc == nil {
+				if hc, err = rest.HTTPClientFor(c.Config); err != nil {
+					return nil, fmt.Errorf("manager: Options.Sharding: building the metadata client: %w", err)
+				}
 			}
 			if sh.md, err = metadata.NewForConfigAndClient(c.Config, hc); err != nil {
 				return nil, fmt.Errorf("manager: Options.Sharding: building the metadata client: %w", err)

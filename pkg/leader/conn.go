@@ -22,8 +22,9 @@ import (
 // lost term usually ends the process anyway); the next request dials a
 // new one.
 //
-// The manager's clients (Manager.Client, Kubernetes, Dynamic) and a
-// client.New without Options.HTTPClient are built this way. The check
+// Every client a manager builds but the Lease's (Manager.Client,
+// Kubernetes, Dynamic, the cache's and the sharder's), and a client.New
+// without Options.HTTPClient, dial through it. The check
 // sits just before each write to the socket; only a pause between that
 // check and the system call that follows it can still let a write out.
 func FenceDial(dial func(ctx context.Context, network, address string) (net.Conn, error)) func(ctx context.Context, network, address string) (net.Conn, error) {

@@ -93,8 +93,9 @@ type Manager struct {
 	// term is the current term of leadership while lead runs, for
 	// leader-only controllers added during it.
 	term *term
-	// conns are the writing clients' connections, closed when Run
-	// returns; nil for a manager built on given clients (unit tests).
+	// conns are the connections of the manager's clients (all but the
+	// Lease's), closed when Run returns; nil for a manager built on given
+	// clients (unit tests).
 	conns *conns
 }
 
@@ -152,10 +153,10 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	// term is over (leader.FenceDial). Its dialer makes it the manager's
 	// own, apart from client-go's shared transports and the Lease's
 	// connection, and Run closes its connections when it returns.
-	var writeConns conns
-	writeCfg := rest.CopyConfig(cfg)
-	writeCfg.Dial = writeConns.dial(leader.FenceDial(writeCfg.Dial))
-	hc, err := rest.HTTPClientFor(writeCfg)
+	var own conns
+	ownCfg := rest.CopyConfig(cfg)
+	ownCfg.Dial = own.dial(leader.FenceDial(ownCfg.Dial))
+	hc, err := rest.HTTPClientFor(ownCfg)
 	if err != nil {
 		return nil, fmt.Errorf("manager: building the HTTP client: %w", err)
 	}
@@ -174,7 +175,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.conns = &writeConns
+	m.conns = &own
 	if m.shard != nil {
 		m.shard.filter = filter
 	}

@@ -69,9 +69,9 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-// conns are the connections the manager's writing clients dialed (their
-// HTTP client is the manager's own, not client-go's shared, cached one),
-// so that Run closes them when it returns: client-go's HTTP/2 transport
+// conns are the connections the manager's clients dialed (their HTTP
+// client is the manager's own, not client-go's shared, cached one), so
+// that Run closes them when it returns: client-go's HTTP/2 transport
 // never closes an idle connection on its own, and each would keep a
 // goroutine reading it.
 type conns struct {

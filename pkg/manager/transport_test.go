@@ -3,6 +3,8 @@ package manager
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -124,4 +126,67 @@ func TestFenceWrites(t *testing.T) {
 	if n := writes.Load(); n != 2 {
 		t.Errorf("the server received %d writes, want 2 (the PUT while leading and the POST outside any term)", n)
 	}
+}
+
+// TestConnsCloseAll: the manager's dialer tracks every connection it
+// makes until it is closed, and closeAll closes the ones still open, as
+// Run does when it returns; a connection closed before is not closed
+// twice, and a later dial is tracked anew.
+func TestConnsCloseAll(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 3)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	var set conns
+	dial := set.dial((&net.Dialer{}).DialContext)
+	open := func() (client, server net.Conn) {
+		c, err := dial(context.Background(), "tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, <-accepted
+	}
+	closedEarly, closedEarlyServer := open()
+	defer closedEarlyServer.Close()
+	kept, keptServer := open()
+	defer keptServer.Close()
+	if err := closedEarly.Close(); err != nil {
+		t.Fatalf("closing a tracked connection: %v", err)
+	}
+	set.mu.Lock()
+	n := len(set.open)
+	set.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d connections tracked after one of two was closed, want 1", n)
+	}
+
+	set.closeAll()
+	if _, err := kept.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("writing to a connection after closeAll: %v, want net.ErrClosed", err)
+	}
+	_ = keptServer.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := keptServer.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("the server's end of a connection closeAll closed read %v, want EOF", err)
+	}
+
+	later, laterServer := open()
+	defer laterServer.Close()
+	set.mu.Lock()
+	_, tracked := set.open[later.(*trackedConn)]
+	set.mu.Unlock()
+	if !tracked {
+		t.Error("a connection dialed after closeAll is not tracked")
+	}
+	set.closeAll()
 }

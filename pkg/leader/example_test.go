@@ -11,7 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
@@ -91,4 +93,17 @@ func ExampleCheckLeading() {
 	// leading: <nil>
 	// after the takeover: leader: not the leader: leader election lost: the Lease operators/my-operator is held by "replica-b"
 	// Run: leader: leader election lost: the Lease operators/my-operator is held by "replica-b"
+}
+
+// A client the operator builds itself, outside the manager, is fenced as
+// the manager's are: FenceTransport refuses a write made with a leading
+// context once its term is over, and FenceDial's connections stop one
+// that the term's end caught between that check and the socket.
+func ExampleFenceDial() {
+	cfg := &rest.Config{Host: "https://kube-apiserver.example:6443"}
+	cfg.Wrap(leader.FenceTransport)
+	cfg.Dial = leader.FenceDial(cfg.Dial) // nil: client-go's default dialer
+	kube, err := kubernetes.NewForConfig(cfg)
+	fmt.Println(kube != nil, err)
+	// Output: true <nil>
 }

@@ -87,6 +87,19 @@ func (c *Cache) restFor(gv schema.GroupVersion, proto bool) (rest.Interface, err
 	return rc, nil
 }
 
+// httpClient returns Clients.HTTPClient, building it from Clients.Config
+// the first time if it is nil. Called under c.mu.
+func (c *Cache) httpClient() (*http.Client, error) {
+	if c.clients.HTTPClient == nil {
+		hc, err := rest.HTTPClientFor(c.clients.Config)
+		if err != nil {
+			return nil, fmt.Errorf("building the HTTP client from Clients.Config: %w", err)
+		}
+		c.clients.HTTPClient = hc
+	}
+	return c.clients.HTTPClient, nil
+}
+
 // typedHTTP returns c.typed, its HTTP client built from
 // c.clients.Config if it was not yet. Called under c.mu.
 func (c *Cache) typedHTTP() (*typedClients, error) {
@@ -94,12 +107,9 @@ func (c *Cache) typedHTTP() (*typedClients, error) {
 	if t.http == nil {
 		cfg := rest.CopyConfig(c.clients.Config)
 		kube.ShareRateLimiter(cfg) // one budget for every group version
-		hc := c.clients.HTTPClient
-		if hc == nil {
-			var err error
-			if hc, err = rest.HTTPClientFor(cfg); err != nil {
-				return nil, fmt.Errorf("building the HTTP client from Clients.Config: %w", err)
-			}
+		hc, err := c.httpClient()
+		if err != nil {
+			return nil, err
 		}
 		t.http, t.cfg = hc, cfg
 		t.codecs = serializer.NewCodecFactory(c.scheme)

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -92,12 +91,9 @@ func (c *Cache) metadataClient() (metadata.Interface, error) {
 	if c.clients.Config == nil {
 		return nil, errors.New("Clients.Metadata and Clients.Config are nil: set one of them (a manager sets Config)")
 	}
-	hc := c.clients.HTTPClient
-	if hc == nil {
-		var err error
-		if hc, err = rest.HTTPClientFor(c.clients.Config); err != nil {
-			return nil, fmt.Errorf("building the metadata client from Clients.Config: %w", err)
-		}
+	hc, err := c.httpClient()
+	if err != nil {
+		return nil, err
 	}
 	mc, err := metadata.NewForConfigAndClient(c.clients.Config, hc)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,10 +34,12 @@ func TestFenceDialStopsAWriteFrozenAfterTheCheck(t *testing.T) {
 		name   string
 		http2  bool
 		opaque bool
+		traced bool // the request's ctx has a trace of its own
 	}{
 		{name: "HTTP/2", http2: true},
 		{name: "HTTP/1.1"},
 		{name: "HTTP/2, connection wrapped", http2: true, opaque: true},
+		{name: "HTTP/2, ctx with a trace, wrapped twice", http2: true, traced: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var writes atomic.Int32
@@ -64,13 +67,19 @@ func TestFenceDialStopsAWriteFrozenAfterTheCheck(t *testing.T) {
 			defer tr.CloseIdleConnections()
 			froze, thaw := make(chan struct{}), make(chan struct{})
 			var puts atomic.Int32
-			client := &http.Client{Transport: leader.FenceTransport(roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			var rt http.RoundTripper = roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 				if req.Method == http.MethodPut && puts.Add(1) == 2 {
 					close(froze) // past the check: the pause begins here
 					<-thaw
 				}
 				return tr.RoundTrip(req)
-			}))}
+			})
+			rt = leader.FenceTransport(rt)
+			var gotConns atomic.Int32
+			if c.traced {
+				rt = leader.FenceTransport(rt)
+			}
+			client := &http.Client{Transport: rt}
 			send := func(ctx context.Context, method string) (proto int, err error) {
 				req, err := http.NewRequestWithContext(ctx, method, srv.URL+"/api/v1/namespaces/ns/configmaps/cm", nil)
 				if err != nil {
@@ -89,6 +98,9 @@ func TestFenceDialStopsAWriteFrozenAfterTheCheck(t *testing.T) {
 			camp := start(t, e)
 			ctx := context.WithoutCancel(<-camp.leading)
 			camp.ret <- nil
+			if c.traced {
+				ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { gotConns.Add(1) }})
+			}
 
 			proto, err := send(ctx, http.MethodPut)
 			if err != nil || writes.Load() != 1 {
@@ -116,6 +128,9 @@ func TestFenceDialStopsAWriteFrozenAfterTheCheck(t *testing.T) {
 			}
 			if n := writes.Load(); n != 1 {
 				t.Errorf("the server saw %d writes, want 1: the one frozen after its check went out after the term ended", n)
+			}
+			if c.traced && gotConns.Load() < 2 {
+				t.Errorf("the ctx's own trace saw %d connections for 2 writes, want it kept beside the fence's", gotConns.Load())
 			}
 
 			if _, err := send(context.Background(), http.MethodGet); err != nil {

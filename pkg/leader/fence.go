@@ -26,6 +26,9 @@ type term struct {
 	closeFence  context.CancelCauseFunc
 	cancelLead  context.CancelCauseFunc // the leading function's context
 	stopElector context.CancelFunc      // client-go's elector of this Run
+	// trace ties each write FenceTransport lets through to its
+	// connection (carryOn); one per term, so a write allocates none.
+	trace *httptrace.ClientTrace
 
 	mu   sync.Mutex
 	lost error
@@ -146,11 +149,6 @@ func FenceTransport(rt http.RoundTripper) http.RoundTripper {
 
 type fenceTransport struct{ next http.RoundTripper }
 
-// tracedKey marks a request's context once a fenceTransport has tied it
-// to its connection, so that a second one (a client wrapped twice) does
-// not add its trace again.
-type tracedKey struct{}
-
 func (f fenceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
@@ -164,11 +162,15 @@ func (f fenceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := t.check(time.Now()); err != nil {
 		return nil, fmt.Errorf("%s %s not sent: %w", req.Method, req.URL.Path, err)
 	}
-	if ctx.Value(tracedKey{}) == nil {
-		ctx = httptrace.WithClientTrace(context.WithValue(ctx, tracedKey{}, true), &httptrace.ClientTrace{
-			GotConn: func(info httptrace.GotConnInfo) { carryOn(info.Conn, t) },
-		})
-		req = req.WithContext(ctx)
+	switch old := httptrace.ContextClientTrace(ctx); old {
+	case t.trace: // a second fenceTransport (a client wrapped twice)
+	case nil:
+		req = req.WithContext(httptrace.WithClientTrace(ctx, t.trace))
+	default:
+		// WithClientTrace composes a trace with the one ctx has by
+		// changing it: the term's own is shared, so compose a copy.
+		trace := *t.trace
+		req = req.WithContext(httptrace.WithClientTrace(ctx, &trace))
 	}
 	return f.next.RoundTrip(req)
 }

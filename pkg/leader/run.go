@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptrace"
 	"sync"
 	"time"
 
@@ -173,6 +174,7 @@ func (e *Elector) onStarted(r *run, clientCtx context.Context) {
 		return
 	}
 	t := &term{e: e, stopElector: r.stopElector}
+	t.trace = &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { carryOn(info.Conn, t) }}
 	t.fence, t.closeFence = context.WithCancelCause(context.Background())
 	leadCtx, cancelLead := context.WithCancelCause(context.WithValue(context.WithoutCancel(clientCtx), termKey{}, t))
 	t.cancelLead = cancelLead

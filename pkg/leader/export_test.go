@@ -2,9 +2,6 @@ package leader
 
 import (
 	"time"
-
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
 // AgeRenewal moves e's last renewal d into the past, as a pause of the
@@ -20,8 +17,3 @@ var LeaseConfig = leaseConfig
 
 // Access is e.access: what every read and write of the Lease records.
 func Access(e *Elector, err error) { e.access(err) }
-
-// NewLeaseLock is the Lease lock NewForConfig gives an Elector.
-func NewLeaseLock(cfg *rest.Config, namespace, name, identity string) (resourcelock.Interface, error) {
-	return newLeaseLock(cfg, namespace, name, identity)
-}

@@ -126,24 +126,20 @@ func New(client kubernetes.Interface, opts Options) (*Elector, error) {
 // delay a renewal; a request timeout of max(RenewDeadline/2, 1s), so one
 // hung request cannot use up the whole RenewDeadline; and cfg's user agent
 // followed by "/leader-election", to tell its requests apart in API server
-// logs and priority-and-fairness metrics. Its requests are client-go's
-// Lease lock's (the same reads, and writes conditional on the
-// resourceVersion), each on a URL built once and a reused body, and its
-// answers are decoded without their managedFields: a renewal allocates
-// about half the bytes client-go's Lease lock does (8.1 against 16.2 KB,
-// 91 against 203 allocations; BenchmarkLease in bench/, make bench-lease).
+// logs and priority-and-fairness metrics. The Lease is read and written by
+// client-go's resourcelock.LeaseLock.
 func NewForConfig(cfg *rest.Config, opts Options) (*Elector, error) {
 	if cfg == nil {
 		return nil, errors.New("leader: rest config is nil: pass the one the manager uses")
 	}
-	if err := opts.complete(); err != nil {
+	if err := opts.complete(); err != nil { // leaseConfig reads RetryPeriod
 		return nil, err
 	}
-	lock, err := newLeaseLock(leaseConfig(cfg, opts), opts.Namespace, opts.Name, opts.Identity)
+	client, err := kubernetes.NewForConfig(leaseConfig(cfg, opts))
 	if err != nil {
 		return nil, fmt.Errorf("leader: building the Lease client: %w", err)
 	}
-	return newElector(lock, opts), nil
+	return New(client, opts)
 }
 
 // leaseRequestsPerRetry is the most requests client-go's elector sends per

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
 )
@@ -172,102 +171,6 @@ func (s *leaseServer) write(w http.ResponseWriter, obj runtime.Object, code int)
 	_, _ = w.Write(b.Bytes())
 }
 
-// TestLeaseLock drives the Lease lock NewForConfig builds through
-// client-go's protocol: a Get of a missing Lease is NotFound, Create,
-// Updates conditional on the resourceVersion (a Lease changed by another
-// replica meanwhile is a conflict, until it is read again), in protobuf
-// and in JSON when the config asks for it, each with the config's timeout
-// in its query, and never sending back the managedFields it was answered.
-func TestLeaseLock(t *testing.T) {
-	for _, answerJSON := range []bool{false, true} {
-		t.Run(map[bool]string{false: "protobuf", true: "json"}[answerJSON], func(t *testing.T) {
-			s := newLeaseServer(t)
-			s.json, s.timeout = answerJSON, "7s"
-			l, err := leader.NewLeaseLock(s.config(), "ns", "op", "a")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := context.Background()
-			if l.Identity() != "a" || l.Describe() != "ns/op" {
-				t.Errorf("Identity, Describe = %q, %q; want a, ns/op", l.Identity(), l.Describe())
-			}
-			if err := l.Update(ctx, record("a", 1)); err == nil {
-				t.Error("Update before any Get or Create succeeded")
-			}
-			if _, _, err := l.Get(ctx); !apierrors.IsNotFound(err) {
-				t.Fatalf("Get of a missing Lease: %v, want NotFound", err)
-			}
-			if err := l.Create(ctx, record("a", 1)); err != nil {
-				t.Fatalf("Create: %v", err)
-			}
-			if err := l.Create(ctx, record("a", 1)); !apierrors.IsAlreadyExists(err) {
-				t.Errorf("second Create: %v, want AlreadyExists", err)
-			}
-			for i := range 3 {
-				if err := l.Update(ctx, record("a", 2+i)); err != nil {
-					t.Fatalf("Update %d: %v", i, err)
-				}
-			}
-			rec, raw, err := l.Get(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rec.HolderIdentity != "a" || !rec.RenewTime.Equal(&metav1.Time{Time: renewTime(4)}) || rec.LeaseDurationSeconds != 15 {
-				t.Errorf("Get = %+v, want holder a, the last renewal, 15s", rec)
-			}
-			_, again, _ := l.Get(ctx)
-			if !bytes.Equal(raw, again) {
-				t.Errorf("an unchanged record read twice encodes differently: %q, %q", raw, again)
-			}
-
-			s.holder("op", "b")
-			if err := l.Update(ctx, record("a", 10)); !apierrors.IsConflict(err) {
-				t.Fatalf("Update of a Lease another replica changed: %v, want a conflict", err)
-			}
-			rec, changed, err := l.Get(ctx)
-			if err != nil || rec.HolderIdentity != "b" {
-				t.Fatalf("Get = %+v, %v; want holder b", rec, err)
-			}
-			if bytes.Equal(raw, changed) {
-				t.Errorf("a changed record encodes as the old one: %q", changed)
-			}
-			if err := l.Update(ctx, record("a", 11)); err != nil {
-				t.Fatalf("Update after reading the Lease again: %v", err)
-			}
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if got := *s.leases["op"].Spec.HolderIdentity; got != "a" {
-				t.Errorf("holder = %q after the update, want a", got)
-			}
-			if s.sentMF {
-				t.Error("a request sent the managedFields the API server answered")
-			}
-		})
-	}
-}
-
-// renewTime is the renew time of record(_, i).
-func renewTime(i int) time.Time { return time.Unix(1_700_000_000+int64(i), 0) }
-
-func record(holder string, i int) resourcelock.LeaderElectionRecord {
-	return resourcelock.LeaderElectionRecord{HolderIdentity: holder, LeaseDurationSeconds: 15,
-		AcquireTime: metav1.Time{Time: renewTime(0)}, RenewTime: metav1.Time{Time: renewTime(i)}}
-}
-
-// TestLeaseLockRefused: a refusal without a Status is still an apierrors
-// error of its code, which the Elector's health check and logs tell apart.
-func TestLeaseLockRefused(t *testing.T) {
-	s := newLeaseServer(t)
-	l, err := leader.NewLeaseLock(s.config(), "ns", "op", "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.refuse = http.StatusForbidden
-	if _, _, err := l.Get(context.Background()); !apierrors.IsForbidden(err) {
-		t.Errorf("Get refused without a Status: %v, want Forbidden", err)
-	}
-}
-
 // TestNewForConfigElects: two Electors built by NewForConfig against one
 // API server: one leads and renews, the other stands by and takes over
 // once the first released the Lease.
@@ -326,27 +229,5 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 			t.Fatalf("not within %v: %s", timeout, what)
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// TestLeaseLockTimeout: one request that hangs ends at the config's
-// Timeout (NewForConfig's is max(RenewDeadline/2, 1s)), not with the
-// caller's longer deadline.
-func TestLeaseLockTimeout(t *testing.T) {
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
-	t.Cleanup(srv.Close)
-	t.Cleanup(func() { close(release) }) // before Close, which waits for the handler
-	l, err := leader.NewLeaseLock(&rest.Config{Host: srv.URL, Timeout: 100 * time.Millisecond}, "ns", "op", "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, _, err := l.Get(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Get of a hung server: %v, want the request's deadline exceeded", err)
-	}
-	if ctx.Err() != nil {
-		t.Error("the request ran until the caller's deadline")
 	}
 }

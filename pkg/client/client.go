@@ -42,10 +42,10 @@ type Options struct {
 	Scheme *runtime.Scheme
 	// Mapper maps kinds to resources. Required.
 	Mapper meta.RESTMapper
-	// HTTPClient sends the requests. Nil means rest.HTTPClientFor(cfg),
-	// with its connections dialed by leader.FenceDial. A client given
-	// here is wrapped in leader.FenceTransport; fence its connections
-	// with leader.FenceDial where it is built.
+	// HTTPClient sends the requests, as it is. Nil means
+	// rest.HTTPClientFor(leader.FenceConfig(cfg)), whose writes are
+	// fenced; build a client given here from leader.FenceConfig for the
+	// same.
 	HTTPClient *http.Client
 	// FieldManager names this client in metadata.managedFields on every
 	// write; server-side apply requires one. Empty means "ctrlkit".
@@ -114,11 +114,9 @@ type restKey struct {
 
 // New returns a Client that talks to the API server at cfg. It fails when
 // cfg or Options.Mapper is missing or an option is out of range. It does
-// not contact the API server. Writes are fenced: a request whose context
-// belongs to a term of leadership that is over is not sent
-// (leader.FenceTransport), and, unless Options.HTTPClient is set, nor is
-// one that the term's end caught between that check and the socket
-// (leader.FenceDial).
+// not contact the API server. Unless Options.HTTPClient is set, writes
+// are fenced (leader.FenceConfig): a request whose context belongs to a
+// term of leadership that is over is not sent.
 func New(cfg *rest.Config, opts Options) (*Client, error) {
 	switch {
 	case cfg == nil:
@@ -132,16 +130,10 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	kube.ShareRateLimiter(cfg) // one budget for every group version
 	hc := opts.HTTPClient
 	if hc == nil {
-		cfg.Wrap(leader.FenceTransport)
-		cfg.Dial = leader.FenceDial(cfg.Dial)
 		var err error
-		if hc, err = rest.HTTPClientFor(cfg); err != nil {
+		if hc, err = rest.HTTPClientFor(leader.FenceConfig(cfg)); err != nil {
 			return nil, fmt.Errorf("client: building the HTTP client: %w", err)
 		}
-	} else {
-		fenced := *hc
-		fenced.Transport = leader.FenceTransport(cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport))
-		hc = &fenced
 	}
 	scheme := cmp.Or(opts.Scheme, kubescheme.Scheme)
 	s := &shared{

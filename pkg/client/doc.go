@@ -45,11 +45,12 @@
 //     for nothing.
 //   - Writes are fenced by leadership: under the ctx of a leader-only
 //     Reconcile whose replica can no longer prove it holds the lease, a
-//     write is not sent and its error wraps leader.ErrNotLeader, both
-//     when it is checked before the request and at the transport, after
-//     client-side rate limiting (leader.FenceTransport); and a write that
-//     passed that check goes no further than its connection if the term
-//     ends before it reaches the socket (leader.FenceDial).
+//     write is not sent and its error wraps leader.ErrNotLeader. The check
+//     is at the transport, after client-side rate limiting, and a write
+//     that passed it goes no further than its connection if the term
+//     ends before it reaches the socket (leader.FenceConfig). A client
+//     given Options.HTTPClient is fenced only if that was built from
+//     leader.FenceConfig.
 //   - Errors from the API server are returned as they are, for apierrors'
 //     predicates: a conflict (stale resourceVersion) or not-found is
 //     expected now and then; return it from Reconcile to retry.

@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/internal/kube"
-	"github.com/ctrlkit/ctrlkit/pkg/leader"
 )
 
 // Create creates obj and, when the API server answers, sets obj to the
@@ -65,9 +64,6 @@ func (c *Client) Delete(ctx context.Context, obj Object, opts DeleteOptions) err
 	if obj.GetName() == "" {
 		return fmt.Errorf("client: Delete of %s: the object has no name", t.gvk.Kind)
 	}
-	if err := leader.CheckLeading(ctx); err != nil {
-		return err
-	}
 	body := opts.toMeta(c.wo.DryRun)
 	res, err := t.rest.Delete().NamespaceIfScoped(obj.GetNamespace(), t.namespaced).
 		Resource(t.gvr.Resource).Name(obj.GetName()).Body(&body).Do(ctx).Get()
@@ -91,9 +87,6 @@ func (c *Client) DeleteAllOf(ctx context.Context, obj Object, opts ListOptions, 
 	}
 	if t.namespaced && opts.Namespace == "" {
 		return fmt.Errorf("client: DeleteAllOf %s: ListOptions.Namespace is empty: the API server deletes a namespaced type's objects one namespace at a time, so name the namespace", t.gvr.Resource)
-	}
-	if err := leader.CheckLeading(ctx); err != nil {
-		return err
 	}
 	body := del.toMeta(c.wo.DryRun)
 	lo := opts.toMeta()
@@ -156,9 +149,6 @@ func (c *Client) write(ctx context.Context, obj Object, sub string, build func(t
 	if err != nil {
 		return err
 	}
-	if err := leader.CheckLeading(ctx); err != nil {
-		return err
-	}
 	r := build(t).Resource(t.gvr.Resource)
 	if sub != "" {
 		r = r.SubResource(sub)
@@ -202,9 +192,6 @@ func (c *Client) apply(ctx context.Context, ac ApplyConfiguration, sub string) e
 	data, err := json.Marshal(ac)
 	if err != nil {
 		return fmt.Errorf("client: Apply of %s %s/%s: encoding the apply configuration: %w", gvk.Kind, ns, name, err)
-	}
-	if err := leader.CheckLeading(ctx); err != nil {
-		return err
 	}
 	r := t.rest.Patch(types.ApplyPatchType).NamespaceIfScoped(ns, t.namespaced).Resource(t.gvr.Resource).Name(name)
 	if sub != "" {

@@ -4,50 +4,94 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptrace"
 	"slices"
 	"sync"
 	"time"
+
+	"k8s.io/client-go/rest"
 )
 
-// FenceDial wraps dial, a rest.Config Dial (nil means client-go's own
-// default: TCP with a 30s timeout and a 30s keep-alive), so that a
-// connection stops at the wire what FenceTransport stops before it. Each
-// write FenceTransport lets through is tied to the connection it goes out
-// on. Once its term of leadership is over, that connection sends nothing
-// more: its next write fails with an error wrapping ErrNotLeader, and it
-// is closed. A process paused (SIGSTOP) after FenceTransport's check but
-// before the request reached the socket therefore does not send it when it
-// wakes, even if its goroutine runs before the elector's. Other requests
-// that share the connection fail with it (client-go retries its reads; a
-// lost term usually ends the process anyway); the next request dials a
-// new one.
+// FenceConfig returns a copy of cfg (which is not modified) whose clients
+// fence their writes. Every request but a read (GET, HEAD, OPTIONS) whose
+// context belongs to a term of leadership that is over (CheckLeading) is
+// refused with an error wrapping ErrNotLeader, and not sent. The check
+// runs in the transport, after client-go's client-side rate limiter, so a
+// write that waited there, or in a process paused by SIGSTOP, while the
+// term ended is refused. A write the check lets through is tied to the
+// connection it goes out on; once its term is over, that connection sends
+// nothing more (its next write fails with an error wrapping ErrNotLeader,
+// and it is closed), so a process paused between the check and the socket
+// does not send the write when it wakes either. Other requests that shared
+// that connection fail with it and client-go retries its reads; keep the
+// informers' watches on a client of their own, as the manager does.
+// Requests whose context belongs to no term pass unchanged.
 //
-// Every client a manager builds but the Lease's (Manager.Client,
-// Kubernetes, Dynamic, the cache's and the sharder's), and a client.New
-// without Options.HTTPClient, dial through it. The check
-// sits just before each write to the socket; only a pause between that
-// check and the system call that follows it can still let a write out.
-func FenceDial(dial func(ctx context.Context, network, address string) (net.Conn, error)) func(ctx context.Context, network, address string) (net.Conn, error) {
+// It sets cfg's Dial (wrapping the one cfg has, or client-go's default:
+// TCP with a 30s timeout and a 30s keep-alive) and adds a WrapTransport.
+// The state it keeps is the returned config's own: build each client from
+// one call's config.
+func FenceConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	f := &fencer{dialed: make(map[string]*fencedConn)}
+	dial := c.Dial
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
-	return func(ctx context.Context, network, address string) (net.Conn, error) {
-		c, err := dial(ctx, network, address)
+	c.Dial = func(ctx context.Context, network, address string) (net.Conn, error) {
+		conn, err := dial(ctx, network, address)
 		if err != nil {
 			return nil, err
 		}
-		fc := &fencedConn{Conn: c, key: connKey(c)}
-		if fc.key != "" {
-			dialed.Store(fc.key, fc)
-		}
-		return fc, nil
+		return f.track(conn), nil
 	}
+	c.Wrap(func(rt http.RoundTripper) http.RoundTripper { return fenceTransport{f, rt} })
+	return c
 }
 
-// dialed finds a fencedConn by its addresses when the connection the HTTP
-// transport reports wraps it in a type that does not expose it (client-go
-// does when it reloads client certificates from files).
-var dialed sync.Map // connKey → *fencedConn
+// fencer is the state of one FenceConfig: the connections it dialed, by
+// their addresses, to find one that the HTTP transport reports wrapped in
+// a type that hides it (client-go does when it reloads client
+// certificates from files).
+type fencer struct {
+	mu     sync.Mutex
+	dialed map[string]*fencedConn // connKey → connection
+}
+
+func (f *fencer) track(conn net.Conn) *fencedConn {
+	fc := &fencedConn{Conn: conn, f: f, key: connKey(conn)}
+	if fc.key != "" {
+		f.mu.Lock()
+		f.dialed[fc.key] = fc
+		f.mu.Unlock()
+	}
+	return fc
+}
+
+// carry ties a write of t to conn, as the HTTP transport reports it
+// (httptrace.GotConnInfo), if f dialed it.
+func (f *fencer) carry(conn net.Conn, t *term) {
+	for c := conn; c != nil; {
+		if fc, ok := c.(*fencedConn); ok && fc.f == f {
+			fc.carry(t)
+			return
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = u.NetConn()
+	}
+	if key := connKey(conn); key != "" {
+		f.mu.Lock()
+		fc := f.dialed[key]
+		f.mu.Unlock()
+		if fc != nil {
+			fc.carry(t)
+		}
+	}
+}
 
 // connKey names a TCP connection by its two ends, or "" for connections
 // whose addresses may not be unique (Unix sockets, pipes).
@@ -59,10 +103,34 @@ func connKey(c net.Conn) string {
 	return l.String() + ">" + r.String()
 }
 
-// fencedConn is a connection FenceDial made: it refuses to write once a
-// term whose write it carried is over.
+type fenceTransport struct {
+	f    *fencer
+	next http.RoundTripper
+}
+
+func (ft fenceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return ft.next.RoundTrip(req)
+	}
+	ctx := req.Context()
+	t, ok := ctx.Value(termKey{}).(*term)
+	if !ok {
+		return ft.next.RoundTrip(req)
+	}
+	if err := t.check(time.Now()); err != nil {
+		return nil, fmt.Errorf("%s %s not sent: %w", req.Method, req.URL.Path, err)
+	}
+	// WithClientTrace composes with a trace ctx already has.
+	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { ft.f.carry(info.Conn, t) }}
+	return ft.next.RoundTrip(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
+}
+
+// fencedConn is a connection a FenceConfig dialed: it refuses to write
+// once a term whose write it carried is over.
 type fencedConn struct {
 	net.Conn
+	f   *fencer
 	key string
 
 	mu    sync.Mutex
@@ -97,37 +165,23 @@ func (c *fencedConn) admit() error {
 	for _, t := range c.terms {
 		if err := t.check(now); err != nil {
 			c.err = fmt.Errorf("leader: connection to %v closed before a write: it carried writes of a term of leadership that is over: %w", c.RemoteAddr(), err)
-			_ = c.Conn.Close()
+			_ = c.Close()
 			return c.err
 		}
 	}
 	return nil
 }
 
+// NetConn is the connection c wraps, as for tls.Conn.
+func (c *fencedConn) NetConn() net.Conn { return c.Conn }
+
 func (c *fencedConn) Close() error {
 	if c.key != "" {
-		dialed.CompareAndDelete(c.key, c)
+		c.f.mu.Lock()
+		if c.f.dialed[c.key] == c {
+			delete(c.f.dialed, c.key)
+		}
+		c.f.mu.Unlock()
 	}
 	return c.Conn.Close()
-}
-
-// carryOn ties a write of t to the connection conn, as the HTTP transport
-// reports it (httptrace.GotConnInfo), if FenceDial made it.
-func carryOn(conn net.Conn, t *term) {
-	for c := conn; c != nil; {
-		if fc, ok := c.(*fencedConn); ok {
-			fc.carry(t)
-			return
-		}
-		u, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			break
-		}
-		c = u.NetConn()
-	}
-	if key := connKey(conn); key != "" {
-		if fc, ok := dialed.Load(key); ok {
-			fc.(*fencedConn).carry(t)
-		}
-	}
 }

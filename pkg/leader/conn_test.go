@@ -2,6 +2,7 @@ package leader_test
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"net"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
 )
@@ -22,14 +25,14 @@ func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) {
 // reloads client certificates from files.
 type opaqueConn struct{ net.Conn }
 
-// TestFenceDialStopsAWriteFrozenAfterTheCheck: a write passes
-// FenceTransport's check, then its process is paused (SIGSTOP) before the
+// TestFenceConfigStopsAWriteFrozenAfterTheCheck: a write passes the
+// fenced transport's check, then its process is paused (SIGSTOP) before the
 // request reaches the socket; meanwhile the term ends. On waking, the
 // request's goroutine runs before anything has cancelled its ctx (here:
 // a ctx that keeps the term but never is). The connection it goes out on
-// was dialed by FenceDial: it sends nothing, and the server never sees
+// was dialed by the fenced config: it sends nothing, and the server never sees
 // the write. A read with no term then gets through on a new connection.
-func TestFenceDialStopsAWriteFrozenAfterTheCheck(t *testing.T) {
+func TestFenceConfigStopsAWriteFrozenAfterTheCheck(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		http2  bool
@@ -52,11 +55,26 @@ func TestFenceDialStopsAWriteFrozenAfterTheCheck(t *testing.T) {
 			srv.StartTLS()
 			defer srv.Close()
 
-			tr := srv.Client().Transport.(*http.Transport).Clone()
-			dial := leader.FenceDial(nil)
-			tr.DialContext = dial
+			froze, thaw := make(chan struct{}), make(chan struct{})
+			var puts atomic.Int32
+			cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{
+				CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}}
+			cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+				return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+					if req.Method == http.MethodPut && puts.Add(1) == 2 {
+						close(froze) // past the check: the pause begins here
+						<-thaw
+					}
+					return rt.RoundTrip(req)
+				})
+			})
+			cfg = leader.FenceConfig(cfg)
+			if c.traced {
+				cfg = leader.FenceConfig(cfg)
+			}
 			if c.opaque {
-				tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				dial := cfg.Dial
+				cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 					conn, err := dial(ctx, network, addr)
 					if err != nil {
 						return nil, err
@@ -64,22 +82,12 @@ func TestFenceDialStopsAWriteFrozenAfterTheCheck(t *testing.T) {
 					return opaqueConn{conn}, nil
 				}
 			}
-			defer tr.CloseIdleConnections()
-			froze, thaw := make(chan struct{}), make(chan struct{})
-			var puts atomic.Int32
-			var rt http.RoundTripper = roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-				if req.Method == http.MethodPut && puts.Add(1) == 2 {
-					close(froze) // past the check: the pause begins here
-					<-thaw
-				}
-				return tr.RoundTrip(req)
-			})
-			rt = leader.FenceTransport(rt)
-			var gotConns atomic.Int32
-			if c.traced {
-				rt = leader.FenceTransport(rt)
+			client, err := rest.HTTPClientFor(cfg)
+			if err != nil {
+				t.Fatal(err)
 			}
-			client := &http.Client{Transport: rt}
+			defer client.CloseIdleConnections()
+			var gotConns atomic.Int32
 			send := func(ctx context.Context, method string) (proto int, err error) {
 				req, err := http.NewRequestWithContext(ctx, method, srv.URL+"/api/v1/namespaces/ns/configmaps/cm", nil)
 				if err != nil {

@@ -36,16 +36,15 @@
 // CheckLeading, which tests the same conditions synchronously, returns an
 // error wrapping ErrNotLeader for every context derived from it. ctrlkit
 // calls CheckLeading before each Reconcile of a leader-only controller,
-// before each write of its client (package client, which
-// objects.CreateOrUpdate uses), and in the transport of the manager's
-// clients (Manager.Client, Kubernetes, Dynamic) for every request but a
-// read (FenceTransport), after
-// client-go's client-side rate limiter: a write that waited there, or in a
-// paused process, while the term ended is refused, not sent. Those
-// clients' connections are dialed by FenceDial: a write that passed that
-// check is tied to its connection, which writes nothing more once the
-// term is over, so a process paused between the check and the socket
-// does not send it on waking either. It cancels the ctx of in-flight
+// and in the transport of the manager's writing clients (Manager.Client,
+// Kubernetes, Dynamic; see FenceConfig) for every request but a read,
+// after client-go's client-side rate limiter: a write that waited there,
+// or in a paused process, while the term ended is refused, not sent. A
+// write that passed that check is tied to its connection, which writes
+// nothing more once the term is over, so a process paused between the
+// check and the socket does not send it on waking either. The caches'
+// lists and watches have connections of their own, which the end of a
+// term leaves open. It cancels the ctx of in-flight
 // leader-only reconciles when the Fence closes. So, with timings New
 // accepts:
 //
@@ -64,9 +63,8 @@
 //     network, for longer than the margin between the fence and a
 //     standby's takeover (LeaseDuration - RenewDeadline - RetryPeriod),
 //     can still reach the API server after another replica took over.
-//     Through a client without FenceDial's connections (an
-//     Options.HTTPClient of package client), the gap is the whole way
-//     from FenceTransport to the socket.
+//     Through a client not built from FenceConfig (an Options.HTTPClient
+//     of package client built otherwise), writes are not fenced at all.
 //   - A Reconcile that was running when the process was paused runs on
 //     when it wakes, until it sees its ctx cancelled: no Go code can
 //     preempt it. Its writes through ctrlkit's clients are refused.

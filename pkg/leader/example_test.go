@@ -96,13 +96,11 @@ func ExampleCheckLeading() {
 }
 
 // A client the operator builds itself, outside the manager, is fenced as
-// the manager's are: FenceTransport refuses a write made with a leading
-// context once its term is over, and FenceDial's connections stop one
-// that the term's end caught between that check and the socket.
-func ExampleFenceDial() {
-	cfg := &rest.Config{Host: "https://kube-apiserver.example:6443"}
-	cfg.Wrap(leader.FenceTransport)
-	cfg.Dial = leader.FenceDial(cfg.Dial) // nil: client-go's default dialer
+// the manager's writing clients are: a write made with a leading context
+// is refused once its term is over, and its connection stops one that the
+// term's end caught between that check and the socket.
+func ExampleFenceConfig() {
+	cfg := leader.FenceConfig(&rest.Config{Host: "https://kube-apiserver.example:6443"})
 	kube, err := kubernetes.NewForConfig(cfg)
 	fmt.Println(kube != nil, err)
 	// Output: true <nil>

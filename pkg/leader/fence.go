@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptrace"
 	"sync"
 	"time"
 )
@@ -26,9 +24,6 @@ type term struct {
 	closeFence  context.CancelCauseFunc
 	cancelLead  context.CancelCauseFunc // the leading function's context
 	stopElector context.CancelFunc      // client-go's elector of this Run
-	// trace ties each write FenceTransport lets through to its
-	// connection (carryOn); one per term, so a write allocates none.
-	trace *httptrace.ClientTrace
 
 	mu   sync.Mutex
 	lost error
@@ -130,47 +125,4 @@ func (e *Elector) untilFence(now time.Time) time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return max(0, e.bound-now.Sub(e.renewedAt))
-}
-
-// FenceTransport wraps rt, as a rest.Config WrapTransport, so that it
-// refuses every request but a read (GET, HEAD, OPTIONS) whose context
-// belongs to a term of leadership that is over (CheckLeading), with an
-// error wrapping ErrNotLeader; the refused request is not sent. Wrapped
-// around client-go's transport it runs after the client-side rate
-// limiter, so a write that waited there, or in a process paused by
-// SIGSTOP, while the lease was lost is not sent: a check before the call
-// would leave that wait unfenced. A write it lets through is tied to its
-// connection, which stops it at the wire if the term ends before it is
-// sent, when the connection was dialed by FenceDial. Requests whose
-// context belongs to no term pass unchanged.
-func FenceTransport(rt http.RoundTripper) http.RoundTripper {
-	return fenceTransport{rt}
-}
-
-type fenceTransport struct{ next http.RoundTripper }
-
-func (f fenceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	switch req.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return f.next.RoundTrip(req)
-	}
-	ctx := req.Context()
-	t, ok := ctx.Value(termKey{}).(*term)
-	if !ok {
-		return f.next.RoundTrip(req)
-	}
-	if err := t.check(time.Now()); err != nil {
-		return nil, fmt.Errorf("%s %s not sent: %w", req.Method, req.URL.Path, err)
-	}
-	switch old := httptrace.ContextClientTrace(ctx); old {
-	case t.trace: // a second fenceTransport (a client wrapped twice)
-	case nil:
-		req = req.WithContext(httptrace.WithClientTrace(ctx, t.trace))
-	default:
-		// WithClientTrace composes a trace with the one ctx has by
-		// changing it: the term's own is shared, so compose a copy.
-		trace := *t.trace
-		req = req.WithContext(httptrace.WithClientTrace(ctx, &trace))
-	}
-	return f.next.RoundTrip(req)
 }

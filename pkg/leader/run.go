@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http/httptrace"
 	"sync"
 	"time"
 
@@ -174,7 +173,6 @@ func (e *Elector) onStarted(r *run, clientCtx context.Context) {
 		return
 	}
 	t := &term{e: e, stopElector: r.stopElector}
-	t.trace = &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { carryOn(info.Conn, t) }}
 	t.fence, t.closeFence = context.WithCancelCause(context.Background())
 	leadCtx, cancelLead := context.WithCancelCause(context.WithValue(context.WithoutCancel(clientCtx), termKey{}, t))
 	t.cancelLead = cancelLead

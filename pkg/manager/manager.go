@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 
@@ -123,10 +124,9 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	// rest_client_* series of this manager's own, counted on its transport.
 	clientMetrics := newRESTMetrics()
 	cfg.Wrap(clientMetrics.wrap)
-	// The Lease's client is built from this config, before the fence below:
-	// renewing and releasing the lease is not leader-only work.
+	// The Lease's client is built from this config, unfenced: renewing
+	// and releasing the lease is not leader-only work.
 	leaseCfg := rest.CopyConfig(cfg)
-	cfg.Wrap(leader.FenceTransport)
 	// With Options.Sharding, the sharded informers' lists and watches are
 	// narrowed to this replica's share on their way out (sharding_filter.go).
 	var filter *shardFilter
@@ -134,53 +134,65 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		filter = &shardFilter{}
 		cfg.Wrap(filter.wrap)
 	}
-	// One request budget for the clientset, the dynamic client and the
-	// client (the Lease's client, copied above, keeps its own).
+	// One request budget for every client but the Lease's (copied above,
+	// it keeps its own).
 	internalkube.ShareRateLimiter(cfg)
-	// Every request of the clientset in protobuf, as kube-controller-manager
-	// does: client-go's generated clients already prefer it for their own
-	// methods when ContentType is empty, but not the hand-written ones
-	// (events, evictions, bindings). A cfg that names a ContentType keeps it.
-	kubeCfg := rest.CopyConfig(cfg)
-	if kubeCfg.ContentType == "" {
-		kubeCfg.ContentType = runtime.ContentTypeProtobuf
-		kubeCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	}
-	// Every client of the manager but the Lease's (the clientset, the
-	// dynamic client, the client, the cache's and the sharder's) shares
-	// one HTTP client whose connections are fenced too: a write frozen
-	// between FenceTransport's check and the socket is not sent once the
-	// term is over (leader.FenceDial). Its dialer makes it the manager's
-	// own, apart from client-go's shared transports and the Lease's
-	// connection, and Run closes its connections when it returns.
+	// Two HTTP clients of the manager's own, apart from client-go's shared
+	// transports and the Lease's connection, whose connections Run closes
+	// when it returns: the caches' lists and watches go over one; every
+	// write (the clientset, the dynamic client, the client, the sharder's
+	// label writes) over the other, fenced (leader.FenceConfig), so that the
+	// end of a term, which closes a connection that carried its writes,
+	// leaves the watches be.
 	var own conns
-	ownCfg := rest.CopyConfig(cfg)
-	ownCfg.Dial = own.dial(leader.FenceDial(ownCfg.Dial))
-	hc, err := rest.HTTPClientFor(ownCfg)
+	readCfg := rest.CopyConfig(cfg)
+	readCfg.Dial = own.dial(readCfg.Dial)
+	readHC, err := rest.HTTPClientFor(readCfg)
 	if err != nil {
 		return nil, fmt.Errorf("manager: building the HTTP client: %w", err)
 	}
-	kube, err := kubernetes.NewForConfigAndClient(kubeCfg, hc)
+	writeCfg := leader.FenceConfig(cfg)
+	writeCfg.Dial = own.dial(writeCfg.Dial)
+	writeHC, err := rest.HTTPClientFor(writeCfg)
 	if err != nil {
-		return nil, fmt.Errorf("manager: building clientset: %w", err)
+		return nil, fmt.Errorf("manager: building the HTTP client: %w", err)
 	}
-	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
+	kube, err := newClientset(cfg, writeHC)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfigAndClient(cfg, writeHC)
 	if err != nil {
 		return nil, fmt.Errorf("manager: building dynamic client: %w", err)
 	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
-	// The Lease gets a client of its own, so the workload cannot starve it.
-	newElector := func(o leader.Options) (*leader.Elector, error) { return leader.NewForConfig(leaseCfg, o) }
-	m, err := newWithClients(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: mapper, Config: cfg, HTTPClient: hc}, opts, newElector)
+	cacheKube, err := newClientset(cfg, readHC)
 	if err != nil {
 		return nil, err
+	}
+	cacheDyn, err := dynamic.NewForConfigAndClient(cfg, readHC)
+	if err != nil {
+		return nil, fmt.Errorf("manager: building dynamic client: %w", err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cacheKube.Discovery()))
+	// The Lease gets a client of its own, so the workload cannot starve it.
+	newElector := func(o leader.Options) (*leader.Elector, error) { return leader.NewForConfig(leaseCfg, o) }
+	m, err := newWithClients(informer.Clients{Kube: cacheKube, Dynamic: cacheDyn, Mapper: mapper, Config: cfg, HTTPClient: readHC}, opts, newElector)
+	if err != nil {
+		return nil, err
+	}
+	m.kube, m.dyn = kube, dyn
+	if m.shard != nil {
+		// The sharder's label writes are fenced by its own Lease.
+		if m.shard.md, err = metadata.NewForConfigAndClient(cfg, writeHC); err != nil {
+			return nil, fmt.Errorf("manager: Options.Sharding: building the metadata client: %w", err)
+		}
 	}
 	m.conns = &own
 	if m.shard != nil {
 		m.shard.filter = filter
 	}
 	m.client, err = client.New(cfg, client.Options{
-		HTTPClient:     hc,
+		HTTPClient:     writeHC,
 		Scheme:         opts.Informers.Scheme,
 		Mapper:         mapper,
 		FieldManager:   cmp.Or(opts.Name, DefaultName),
@@ -194,6 +206,24 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("manager: registering rest_client metrics: %w", err)
 	}
 	return m, nil
+}
+
+// newClientset is the manager's clientset on hc: every request in
+// protobuf, as kube-controller-manager does. client-go's generated
+// clients already prefer it for their own methods when ContentType is
+// empty, but not the hand-written ones (events, evictions, bindings). A
+// cfg that names a ContentType keeps it.
+func newClientset(cfg *rest.Config, hc *http.Client) (*kubernetes.Clientset, error) {
+	c := rest.CopyConfig(cfg)
+	if c.ContentType == "" {
+		c.ContentType = runtime.ContentTypeProtobuf
+		c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	}
+	kube, err := kubernetes.NewForConfigAndClient(c, hc)
+	if err != nil {
+		return nil, fmt.Errorf("manager: building clientset: %w", err)
+	}
+	return kube, nil
 }
 
 // newWithClients is New after the clients exist; unit tests use it with

@@ -114,8 +114,8 @@ type trackedConn struct {
 	set *conns
 }
 
-// NetConn is the connection tc wraps, as for tls.Conn: leader.FenceDial
-// finds its own connection through it.
+// NetConn is the connection tc wraps, as for tls.Conn: a fenced config
+// (leader.FenceConfig) finds its own connection through it.
 func (tc *trackedConn) NetConn() net.Conn { return tc.Conn }
 
 func (tc *trackedConn) Close() error {

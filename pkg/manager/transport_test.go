@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
 )
@@ -72,7 +73,10 @@ func TestFenceWrites(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	client := &http.Client{Transport: leader.FenceTransport(http.DefaultTransport)}
+	client, err := rest.HTTPClientFor(leader.FenceConfig(&rest.Config{Host: srv.URL}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	send := func(ctx context.Context, method string) error {
 		req, err := http.NewRequestWithContext(ctx, method, srv.URL+"/api/v1/namespaces/ns/configmaps/cm", nil)
 		if err != nil {

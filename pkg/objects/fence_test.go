@@ -81,6 +81,11 @@ func TestWritesFenced(t *testing.T) {
 		}
 		blog.Spec.Image = "nginx:1.27"
 		objects.SetCondition(&blog.Status.Conditions, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Available"})
+		// The leading ctx is cancelled by now, which client-go refuses to
+		// send with; a ctx of the term that is not cancelled (a process
+		// whose timers have not run since a pause) is refused by the fence.
+		lost := ctx
+		ctx = context.WithoutCancel(lost)
 		for name, write := range map[string]func() error{
 			"CreateOrUpdate (create)": func() error {
 				_, _, err := objects.CreateOrUpdate(ctx, e.client, cms, "team-a", "newer", setColor)
@@ -97,6 +102,10 @@ func TestWritesFenced(t *testing.T) {
 			if err := write(); !errors.Is(err, leader.ErrNotLeader) {
 				t.Errorf("%s after the lease was lost = %v, want ErrNotLeader", name, err)
 			}
+		}
+		ctx = lost
+		if err := e.client.Create(ctx, web.DeepCopyObject().(*Site)); err == nil {
+			t.Error("Client.Create with the cancelled leading ctx succeeded")
 		}
 		if w := writes(e.cluster); len(w) > 0 {
 			t.Errorf("writes were sent without the lease: %q", w)

@@ -97,9 +97,9 @@
 // ignores its ctx (the one case fencing cannot stop from writing through a
 // raw client) within the abort timeout rather than after ShutdownTimeout.
 // kube-controller-manager (which exits) and controller-runtime (which skips
-// its graceful shutdown) do the same. GracefulShutdownOnLoss keeps the
-// graceful shutdown for the work that is not leader-only; Recampaign keeps
-// the replica running as a warm standby and campaigns again, but only once
+// its graceful shutdown) do the same. manager.Options.OnLeaseLost can keep
+// the graceful shutdown for the work that is not leader-only, or keep the
+// replica running as a warm standby that campaigns again, but only once
 // its leader-only work has stopped. In every case the leader-only work is
 // aborted at once, and the lease is released (ReleaseOnCancel) only after
 // a shutdown in which it all stopped.

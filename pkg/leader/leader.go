@@ -67,17 +67,6 @@ type Options struct {
 	// takes over at once. The lease is released only after the leading
 	// function returned nil, that is once nothing leader-only runs.
 	ReleaseOnCancel bool
-	// Recampaign makes a manager that lost the lease stop its leader-only
-	// work and campaign again, keeping its caches, instead of returning an
-	// error from Run. It campaigns only once that work has stopped.
-	Recampaign bool
-	// GracefulShutdownOnLoss makes a manager whose Run returns because the
-	// lease was lost stop its other controllers and Runnables gracefully,
-	// within manager.Options.ShutdownTimeout. By default they are aborted
-	// (their contexts cancelled at once) and Run returns within the abort
-	// timeout, so a process supervisor restarts the replica quickly; see
-	// the package doc.
-	GracefulShutdownOnLoss bool
 	// Logger receives acquire, loss and handover logs, and client-go's
 	// leader-election logs.
 	Logger logr.Logger

@@ -53,7 +53,7 @@
 // from reconciling and writing); by default it then aborts everything and
 // Run returns within the abort timeout, an error wrapping
 // leader.ErrLeaseLost, for a process supervisor to restart the replica
-// (leader.Options.Recampaign and GracefulShutdownOnLoss change this).
+// (Options.OnLeaseLost changes this).
 //
 // Manager.Client writes every type in the scheme, and its writes are in the
 // cache's listers when it returns (package client). For tests, a Manager

@@ -55,7 +55,7 @@ func (g *gate) set(open bool) {
 func (m *Manager) Elector() *leader.Elector { return m.elector }
 
 // campaign runs the leader-only work while this replica leads, until ctx
-// ends (nil) or the lease is lost (an error). With Recampaign it campaigns
+// ends (nil) or the lease is lost (an error). With RecampaignOnLeaseLost it campaigns
 // again after a loss, but only once the leader-only work has stopped: if
 // it did not stop within the abort timeout, or failed, campaign returns
 // the error, so a replica never holds the lease while its leader-only
@@ -70,7 +70,7 @@ func (m *Manager) campaign(ctx context.Context) error {
 		switch {
 		case err == nil, ctx.Err() != nil && leadErr == nil: // shutting down: a loss no longer matters
 			return nil
-		case ctx.Err() != nil || leadErr != nil || !errors.Is(err, leader.ErrLeaseLost) || !m.elector.Options().Recampaign:
+		case ctx.Err() != nil || leadErr != nil || !errors.Is(err, leader.ErrLeaseLost) || m.opts.OnLeaseLost != RecampaignOnLeaseLost:
 			return fmt.Errorf("manager: %w", err)
 		}
 		m.log.Info("Lost leadership; leader-only work has stopped; campaigning again with warm caches", "identity", m.elector.Identity(), "reason", err.Error())
@@ -121,7 +121,7 @@ func (m *Manager) lead(leadCtx context.Context) error {
 		closeGates() // before the controllers stop and renew their queues
 		cause := context.Cause(leadCtx)
 		if errors.Is(cause, leader.ErrLeaseLost) {
-			if o := m.elector.Options(); !o.Recampaign && !o.GracefulShutdownOnLoss {
+			if m.opts.OnLeaseLost == ExitOnLeaseLost {
 				m.abortRun(cause) // Run will return: stop the rest at the same time
 			}
 			cause = fmt.Errorf("%w: %w", reconcile.ErrAborted, cause)

@@ -36,12 +36,13 @@ type lossSetup struct {
 // unstick lets whatever ignores its ctx return.
 func (s *lossSetup) unstick() { s.once.Do(func() { close(s.release) }) }
 
-func setupLoss(t *testing.T, stuck string, mutate ...func(*leader.Options)) *lossSetup {
+func setupLoss(t *testing.T, stuck string, onLost manager.LeaseLostPolicy) *lossSetup {
 	t.Helper()
 	kube := fake.NewClientset(configMap("default", "a"))
 	s := &lossSetup{lease: newLeaseAPI(kube), release: make(chan struct{})}
 	t.Cleanup(s.unstick) // after Run's cleanup, which waits for Run
-	opts, _ := electedOptions(mutate...)
+	opts, _ := electedOptions()
+	opts.OnLeaseLost = onLost
 	s.m = newManager(t, kube, opts)
 	cms := configMaps(t, s.m)
 	busy := func(name string, c *calls) reconcile.Func {
@@ -115,7 +116,7 @@ func TestLeaseLossFailsFast(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := setupLoss(t, tt.stuck)
+				s := setupLoss(t, tt.stuck, manager.ExitOnLeaseLost)
 				s.lease.steal(t, "b") // seen at the next renewal, within RetryPeriod
 				<-s.leader.ctx("default/a").Done()
 				seen := time.Now()
@@ -149,12 +150,12 @@ func TestLeaseLossFailsFast(t *testing.T) {
 	}
 }
 
-// TestLeaseLossGracefulShutdown: with GracefulShutdownOnLoss, a loss aborts
+// TestLeaseLossGracefulShutdown: with ShutdownOnLeaseLost, a loss aborts
 // the leader-only work at once, as always, but the rest stops gracefully:
 // in-flight EveryReplica reconciles may finish.
 func TestLeaseLossGracefulShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := setupLoss(t, "every", func(o *leader.Options) { o.GracefulShutdownOnLoss = true })
+		s := setupLoss(t, "every", manager.ShutdownOnLeaseLost)
 		s.lease.steal(t, "b")
 		<-s.leader.ctx("default/a").Done()
 		synctest.Wait()
@@ -174,13 +175,13 @@ func TestLeaseLossGracefulShutdown(t *testing.T) {
 	})
 }
 
-// TestRecampaignStuckReconcile: with Recampaign, a replica whose
+// TestRecampaignStuckReconcile: with RecampaignOnLeaseLost, a replica whose
 // leader-only Reconcile ignores its ctx does not campaign again (it would
 // hold the lease with controllers that cannot run): Run fails after the
 // abort timeout, and the replica never takes the lease back.
 func TestRecampaignStuckReconcile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := setupLoss(t, "leader-only", func(o *leader.Options) { o.Recampaign = true })
+		s := setupLoss(t, "leader-only", manager.RecampaignOnLeaseLost)
 		s.lease.steal(t, "b")
 		<-s.leader.ctx("default/a").Done()
 		s.lease.free(t) // b leaves: the lease could be taken again
@@ -201,13 +202,13 @@ func TestRecampaignStuckReconcile(t *testing.T) {
 	})
 }
 
-// TestRecampaign: with Recampaign, a replica that lost the lease keeps its
+// TestRecampaign: with RecampaignOnLeaseLost, a replica that lost the lease keeps its
 // caches and its EveryReplica work, takes the lease back when it is free,
 // and reconciles every object again, including those that changed while
 // it stood by.
 func TestRecampaign(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := setupLoss(t, "", func(o *leader.Options) { o.Recampaign = true })
+		s := setupLoss(t, "", manager.RecampaignOnLeaseLost)
 		s.lease.steal(t, "b")
 		<-s.leader.ctx("default/a").Done()
 		time.Sleep(time.Minute)
@@ -216,7 +217,7 @@ func TestRecampaign(t *testing.T) {
 			t.Fatalf("after the loss: Run returned %v, IsLeader %v; want a standby still running", s.returned.Load(), s.m.Elector().IsLeader())
 		}
 		if err := s.every.ctx("default/a").Err(); err != nil {
-			t.Errorf("EveryReplica reconcile's ctx = %v after a loss with Recampaign, want it running", err)
+			t.Errorf("EveryReplica reconcile's ctx = %v after a loss with RecampaignOnLeaseLostOnLeaseLost, want it running", err)
 		}
 		if _, err := s.m.Kubernetes().CoreV1().ConfigMaps("default").Create(t.Context(), configMap("default", "b"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

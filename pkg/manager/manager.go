@@ -378,7 +378,7 @@ func (m *Manager) Add(r Runnable) error {
 // each time this replica becomes the leader, with a leading context: it is
 // cancelled the moment the lease is lost, and leader.CheckLeading tells
 // whether the Runnable may still act as the leader. The replica campaigns
-// again (with Recampaign) only once Start has returned. Without
+// again (with RecampaignOnLeaseLost) only once Start has returned. Without
 // Options.LeaderElection it is the same as Add. It fails after Run has
 // started.
 func (m *Manager) AddLeaderOnly(r Runnable) error {

@@ -66,6 +66,10 @@ type Options struct {
 	// own, built from a copy of the rest config (leader.NewForConfig). Nil
 	// disables leader election.
 	LeaderElection *leader.Options
+	// OnLeaseLost is what the manager does after Options.LeaderElection's
+	// lease is lost. The leader-only work is aborted at once in every
+	// case. The zero value, ExitOnLeaseLost, aborts everything.
+	OnLeaseLost LeaseLostPolicy
 	// Sharding, when set, splits the objects of the controllers it names
 	// among the replicas (see ShardingOptions); a sharded controller is
 	// not leader-only. Nil disables sharding.
@@ -79,6 +83,29 @@ type Options struct {
 	// up to client.DefaultReadYourWritesTimeout.
 	ReadYourWrites client.ReadYourWrites
 }
+
+// LeaseLostPolicy is what a manager does after its replica lost the lease
+// (Options.OnLeaseLost).
+type LeaseLostPolicy int
+
+const (
+	// ExitOnLeaseLost aborts every controller and Runnable (their
+	// contexts are cancelled at once) and Run returns an error wrapping
+	// leader.ErrLeaseLost within the abort timeout, for a process
+	// supervisor to restart the replica quickly. The default, as in
+	// kube-controller-manager and controller-runtime.
+	ExitOnLeaseLost LeaseLostPolicy = iota
+	// ShutdownOnLeaseLost stops the controllers and Runnables that are
+	// not leader-only gracefully, within Options.ShutdownTimeout, and then
+	// Run returns the error wrapping leader.ErrLeaseLost.
+	ShutdownOnLeaseLost
+	// RecampaignOnLeaseLost keeps the replica running, its caches warm, and
+	// campaigns again once its leader-only work has stopped. If that work
+	// does not stop within the abort timeout, or fails, Run returns the
+	// error: a replica never holds the lease while its leader-only
+	// controllers cannot run.
+	RecampaignOnLeaseLost
+)
 
 // ControllerOptions configures one controller added with AddController.
 type ControllerOptions struct {
@@ -134,6 +161,9 @@ func (o *Options) validate() error {
 		}
 	}
 	errs = append(errs, validateWebhook(o)...)
+	if o.OnLeaseLost < ExitOnLeaseLost || o.OnLeaseLost > RecampaignOnLeaseLost {
+		bad("OnLeaseLost", int(o.OnLeaseLost), "use ExitOnLeaseLost, ShutdownOnLeaseLost or RecampaignOnLeaseLost")
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

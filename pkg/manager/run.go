@@ -219,10 +219,10 @@ func (m *Manager) stopBound(cause error) time.Duration {
 }
 
 // stopCause is the cause with which err, returned by a member, ends Run's
-// ctx: an abort after a lease loss unless Options.LeaderElection asks for a
-// graceful shutdown on loss.
+// ctx: an abort after a lease loss unless Options.OnLeaseLost asks for a
+// graceful shutdown.
 func (m *Manager) stopCause(err error) error {
-	if m.elector != nil && errors.Is(err, leader.ErrLeaseLost) && !m.elector.Options().GracefulShutdownOnLoss {
+	if m.elector != nil && errors.Is(err, leader.ErrLeaseLost) && m.opts.OnLeaseLost != ShutdownOnLeaseLost {
 		return fmt.Errorf("%w: %w", reconcile.ErrAborted, err)
 	}
 	return err

@@ -26,7 +26,8 @@ func TestLeaderOnlyRunnable(t *testing.T) {
 		kube := fake.NewClientset()
 		lease := newLeaseAPI(kube)
 		lease.steal(t, "b")
-		opts, _ := electedOptions(func(o *leader.Options) { o.Recampaign = true })
+		opts, _ := electedOptions()
+		opts.OnLeaseLost = manager.RecampaignOnLeaseLost
 		m := newManager(t, kube, opts)
 		starts := make(chan context.Context, 2)
 		var terms atomic.Int32

@@ -169,16 +169,16 @@ func (m *Manager) startSharding(ctx context.Context) error {
 
 // electors builds the member and sharder Electors.
 func (s *sharding) electors(newElector func(leader.Options) (*leader.Elector, error), log logr.Logger) error {
-	timing := func(name string, recampaign bool) leader.Options {
+	timing := func(name string) leader.Options {
 		return leader.Options{Name: name, Namespace: s.opts.Namespace, Identity: s.member,
 			LeaseDuration: s.opts.LeaseDuration, RenewDeadline: s.opts.RenewDeadline, RetryPeriod: s.opts.RetryPeriod,
-			ReleaseOnCancel: true, Recampaign: recampaign, Logger: log}
+			ReleaseOnCancel: true, Logger: log}
 	}
 	var err error
-	if s.members, err = newElector(timing(shard.LeaseName(s.ring, s.member), false)); err != nil {
+	if s.members, err = newElector(timing(shard.LeaseName(s.ring, s.member))); err != nil {
 		return fmt.Errorf("manager: Options.Sharding: %w", err)
 	}
-	if s.sharder, err = newElector(timing(s.ring+"-sharder", true)); err != nil {
+	if s.sharder, err = newElector(timing(s.ring + "-sharder")); err != nil {
 		return fmt.Errorf("manager: Options.Sharding: %w", err)
 	}
 	return nil

@@ -149,8 +149,9 @@ func newReplicaWith(t *testing.T, ns, lease, id string, tl *timeline, block func
 		LeaderElection: &leader.Options{
 			Name: lease, Namespace: ns, Identity: id,
 			LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
-			ReleaseOnCancel: true, Recampaign: recampaign,
+			ReleaseOnCancel: true,
 		},
+		OnLeaseLost:     map[bool]manager.LeaseLostPolicy{true: manager.RecampaignOnLeaseLost}[recampaign],
 		ShutdownTimeout: 5 * time.Second,
 	})
 	var err error
@@ -359,7 +360,7 @@ func TestLeaderElectionInvalidOptions(t *testing.T) {
 	wantErr(t, err, "Options.Namespace is empty")
 }
 
-// With Recampaign, a replica that lost the lease keeps running, campaigns
+// With RecampaignOnLeaseLost, a replica that lost the lease keeps running, campaigns
 // again with its warm caches, and reconciles again once it leads.
 func TestLeaseLossRecampaign(t *testing.T) {
 	ns := newNamespace(t)
@@ -371,7 +372,7 @@ func TestLeaseLossRecampaign(t *testing.T) {
 	r.cut.Store(true)
 	eventually(t, 2*leaseDuration+waitTimeout, func() bool { return !r.mgr.Elector().IsLeader() }, "the cut-off replica to give up leading")
 	if r.run.returned() {
-		t.Fatalf("Run returned %v after a loss with Recampaign set; want it to keep running", r.run.err)
+		t.Fatalf("Run returned %v after a loss with RecampaignOnLeaseLost; want it to keep running", r.run.err)
 	}
 	healed := time.Now()
 	r.cut.Store(false)

@@ -128,7 +128,7 @@ func pauseLeader(t *testing.T, r *row) {
 		t.Fatalf("the leader was stopped for %v, not longer than LeaseDuration (%v)", paused, shortLease)
 	}
 	// The old leader must notice it lost: it stops leading (and, without
-	// Recampaign, its Run returns and the process exits).
+	// RecampaignOnLeaseLost, its Run returns and the process exits).
 	eventually(t, waitTimeout, func() bool {
 		exited, _, _ := p.exit()
 		return exited || s.lastLead(old, contAt.UnixNano()) == "false"

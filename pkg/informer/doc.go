@@ -6,13 +6,15 @@
 // typed informer for a Go type in the scheme, built-in or custom),
 // ForResource (unstructured objects of any resource) or ForMetadata.
 // Declaring the same type twice returns the same informer. Nothing is
-// cached that was not declared. Built-in types are listed and watched by
-// informers of client-go's SharedInformerFactory, custom types by
-// informers of their own. Every informer fills its cache with one
-// consistent list (resourceVersion "", unpaginated), not client-go's
-// default WatchList stream nor a list at resourceVersion "0", which the
-// API server may answer from a cache older than what the client saw
-// before it restarted; then it watches from the list's resourceVersion.
+// cached that was not declared. Every informer is a client-go
+// SharedIndexInformer; how it lists and decodes is said below. Every
+// informer fills its cache with a consistent list (resourceVersion ""),
+// not client-go's default WatchList stream nor a list at resourceVersion
+// "0", which the API server may answer from a cache older than what the
+// client saw before it restarted; then it watches from the list's
+// resourceVersion. Custom and metadata-only types ask for that list
+// unpaginated; built-in types, through Clients.Config, in pages of 10,000
+// (see below).
 //
 // Namespaces: Options.Namespaces (or a type's TypeOptions.Namespaces)
 // caches only the namespaces listed, through one client-go informer per
@@ -41,11 +43,10 @@
 // is set (a manager sets it) and names no other content type, each list
 // is decoded item by item while it is read rather than once all of it has
 // arrived, and a first list of more than 10,000 objects comes in pages,
-// each requested while the one before is still being read: 10,000
-// ConfigMaps are read in about 0.7 times the time of one list decoded
-// once it is all in, 50,000 in about 0.5 times (bench/cmd/listtime). A
-// Config whose ContentType is JSON opts out, and its built-in types go
-// through client-go's SharedInformerFactory.
+// each requested while the one before is still being read (the figures
+// are in docs/design.md). Without Clients.Config, or with a Config whose
+// ContentType is JSON, built-in types go through client-go's
+// SharedInformerFactory and the clientset instead.
 //
 // Custom Go types are listed and watched as JSON decoded straight into
 // their Go type when Clients.Config is set (a manager sets it). An object
@@ -117,7 +118,9 @@
 // gets them at declaration. They stop when Start's ctx is done, or when the last use
 // of their informer is released (Cache.Use), and Wait blocks until they
 // have. Event handlers run
-// on the informers' goroutines and must not block. AwaitWrite starts no
-// goroutine: it blocks its caller. Nor does AddIndex; after Start it blocks
+// on the informers' goroutines and must not block. AwaitWrite blocks its
+// caller; the first on an informer adds the event handler (and so
+// client-go's listener goroutines) that tracks writes, for the informer's
+// life. AddIndex starts no goroutine; after Start it blocks
 // its caller while it files the cached objects.
 package informer

@@ -65,9 +65,10 @@
 // can live in one process. client-go's contextual logs from the manager's
 // goroutines (reflectors, leader election, events) go to Options.Logger.
 //
-// Every HTTP server the manager starts speaks HTTP/1.1 only, against
-// HTTP/2 rapid reset (CVE-2023-44487); SecureMetricsOptions.HTTP2 turns
-// HTTP/2 on for the metrics server.
+// Every HTTP server the manager starts speaks HTTP/1.1 only by default,
+// against HTTP/2 rapid reset (CVE-2023-44487); SecureMetricsOptions.HTTP2
+// and WebhookOptions.HTTP2 turn it on for the metrics and the webhook
+// server.
 //
 // Goroutines: Run owns every goroutine it starts (HTTP servers, informers,
 // the secure metrics server's certificate source, workers, Runnables, the

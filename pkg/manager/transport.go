@@ -79,8 +79,12 @@ type conns struct {
 	open map[*trackedConn]struct{}
 }
 
-// dial wraps next so that c tracks what it dials.
+// dial wraps next (nil: client-go's default dialer, TCP with a 30s timeout
+// and a 30s keep-alive) so that c tracks what it dials.
 func (c *conns) dial(next func(ctx context.Context, network, address string) (net.Conn, error)) func(ctx context.Context, network, address string) (net.Conn, error) {
+	if next == nil {
+		next = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
 	return func(ctx context.Context, network, address string) (net.Conn, error) {
 		conn, err := next(ctx, network, address)
 		if err != nil {

@@ -14,6 +14,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
@@ -193,4 +196,32 @@ func TestConnsCloseAll(t *testing.T) {
 		t.Error("a connection dialed after closeAll is not tracked")
 	}
 	set.closeAll()
+}
+
+// TestNewWithoutDial: a rest config without Dial (as from a kubeconfig or
+// envtest) gets client-go's default dialer under the manager's connection
+// tracking, for both its reading and its writing clients.
+func TestNewWithoutDial(t *testing.T) {
+	var reqs atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reqs.Add(1)
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	m, err := New(&rest.Config{Host: srv.URL}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.conns.closeAll()
+	ctx := t.Context()
+	if _, err := m.Kubernetes().CoreV1().ConfigMaps("ns").Get(ctx, "cm", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Get through the writing clientset = %v, want the server's 404", err)
+	}
+	// The mapper asks discovery through the cache's clientset.
+	if _, err := m.RESTMapper().RESTMapping(schema.GroupKind{Kind: "ConfigMap"}, "v1"); err == nil {
+		t.Error("RESTMapping with discovery answering 404 succeeded")
+	}
+	if n := reqs.Load(); n < 2 {
+		t.Errorf("the server saw %d requests, want the Get and discovery's", n)
+	}
 }

@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -298,8 +297,6 @@ func newWithClients(c informer.Clients, opts Options, newElector func(leader.Opt
 		case c.Metadata != nil:
 			sh.md = c.Metadata
 		case c.Config != nil:
-			// One connection for both: the metadata client's watches and
-			// the sharder's reads and label writes.
 			hc := c.HTTPClient
 			if hc == nil {
 				if hc, err = rest.HTTPClientFor(c.Config); err != nil {
@@ -308,11 +305,6 @@ func newWithClients(c informer.Clients, opts Options, newElector func(leader.Opt
 			}
 			if sh.md, err = metadata.NewForConfigAndClient(c.Config, hc); err != nil {
 				return nil, fmt.Errorf("manager: Options.Sharding: building the metadata client: %w", err)
-			}
-			rc := metadata.ConfigFor(c.Config)
-			rc.GroupVersion, rc.APIPath = &schema.GroupVersion{}, "/"
-			if sh.rest, err = rest.RESTClientForConfigAndClient(rc, hc); err != nil {
-				return nil, fmt.Errorf("manager: Options.Sharding: building the sharder's REST client: %w", err)
 			}
 		default:
 			return nil, errors.New("manager: Options.Sharding needs informer.Clients.Config or Metadata, to label objects")

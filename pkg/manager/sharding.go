@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
@@ -83,7 +82,6 @@ type sharding struct {
 	ring    string
 	member  string
 	md      metadata.Interface
-	rest    rest.Interface  // built like md's, for the sharder's label writes; nil without a rest config
 	members *leader.Elector // this replica's member Lease
 	sharder *leader.Elector // the ring's sharder Lease (the coordinator's, in the server-side mode)
 	metrics *shardMetrics
@@ -449,8 +447,8 @@ func (m *Manager) sharderTerm(ctx context.Context) error {
 				return c.Start(leadCtx)
 			}
 			sh, err := shard.NewSharder(shard.SharderOptions{Ring: s.ring, Namespace: s.sharder.Options().Namespace,
-				Kube: m.kube, Metadata: s.md, REST: s.rest, Resources: s.resources, Interval: s.sharder.Options().RetryPeriod, Logger: m.log,
-				Local: s.member, Observe: s.metrics})
+				Kube: m.kube, Metadata: s.md, Resources: s.resources, Interval: s.sharder.Options().RetryPeriod, Logger: m.log,
+				Observe: s.metrics})
 			if err != nil {
 				return err
 			}

@@ -30,10 +30,7 @@ type Members struct {
 	seen map[string]observed // by member
 }
 
-// observed is a member's Lease as last seen changed. It holds the
-// Lease's own strings, not a record made of them: Observe runs at every
-// renewal of every member, and what it kept would be garbage one renewal
-// later, allocated between the objects the replica caches.
+// observed is a member's Lease as last seen changed.
 type observed struct {
 	holder, rv string    // what changes at every renewal, with renew
 	renew      time.Time // zero when the Lease has none

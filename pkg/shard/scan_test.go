@@ -83,11 +83,9 @@ func TestScanCountsOnlyQueuedWork(t *testing.T) {
 	}
 }
 
-// TestScanQueuesLocalMovesInRuns: with SharderOptions.Local set, a scan
-// queues the objects that move into the local member's cache together, in
-// runs of localRun, and every other object as it reads it; each object is
-// queued once.
-func TestScanQueuesLocalMovesInRuns(t *testing.T) {
+// TestScanQueuesEveryMove: a scan queues every object that must move,
+// each once.
+func TestScanQueuesEveryMove(t *testing.T) {
 	gvr := schema.GroupVersionResource{Group: "test.ctrlkit.io", Version: "v1", Resource: "widgets"}
 	const n = 300
 	var objs []runtime.Object
@@ -98,7 +96,7 @@ func TestScanQueuesLocalMovesInRuns(t *testing.T) {
 	scheme := runtime.NewScheme()
 	metav1.AddMetaToScheme(scheme)
 	s, err := NewSharder(SharderOptions{Ring: "web", Namespace: "leases", Kube: kubefake.NewClientset(),
-		Metadata: metadatafake.NewSimpleMetadataClient(scheme, objs...), Clock: clocktesting.NewFakeClock(time.Unix(1000, 0)), Local: "a",
+		Metadata: metadatafake.NewSimpleMetadataClient(scheme, objs...), Clock: clocktesting.NewFakeClock(time.Unix(1000, 0)),
 		Resources: []Resource{{Resource: gvr, Kind: schema.GroupKind{Group: "test.ctrlkit.io", Kind: "Widget"}, Primary: true}}})
 	if err != nil {
 		t.Fatal(err)
@@ -110,40 +108,23 @@ func TestScanQueuesLocalMovesInRuns(t *testing.T) {
 	}
 	s.judge()
 	s.slots = []slot{{res: s.opts.Resources[0], unlabelled: &unlabelled{snap: s.snapOf, added: func(cache.ObjectName, snap) {}}}}
-	if _, err := s.scan(t.Context()); err != nil {
+	found, err := s.scan(t.Context())
+	if err != nil {
 		t.Fatal(err)
 	}
-	var runs []int // lengths of the runs of local objects, in queue order
-	local, seen := 0, map[string]bool{}
+	if !found {
+		t.Error("a scan of objects labelled for a dead member reported no work")
+	}
+	seen := map[string]bool{}
 	for s.queue.Len() > 0 {
 		it, _ := s.queue.Get()
 		s.queue.Done(it)
+		if seen[it.name] {
+			t.Errorf("%s queued twice", it.name)
+		}
 		seen[it.name] = true
-		if s.ring.Owner(ringKey(it.namespace, it.name)) == "a" {
-			local++
-			continue
-		}
-		if local > 0 {
-			runs, local = append(runs, local), 0
-		}
-	}
-	if local > 0 {
-		runs = append(runs, local)
 	}
 	if len(seen) != n {
 		t.Fatalf("queued %d distinct objects, want %d", len(seen), n)
-	}
-	total := 0
-	for _, r := range runs {
-		total += r
-	}
-	if total < localRun {
-		t.Fatalf("%d of %d objects go to the local member: too few for a run of %d; change the names", total, n, localRun)
-	}
-	for i, r := range runs {
-		if r != localRun && i != len(runs)-1 {
-			t.Errorf("runs of local objects %v: want runs of %d, the last one shorter", runs, localRun)
-			break
-		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -20,7 +19,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -50,25 +48,10 @@ type SharderOptions struct {
 	Ring string
 	// Namespace holds the members' Leases (LeaseName).
 	Namespace string
-	// Kube buries the Leases of dead members, and watches the Leases
-	// when REST is not set.
+	// Kube watches the Leases, and buries those of dead members.
 	Kube kubernetes.Interface
 	// Metadata lists, watches and labels the objects, metadata only.
 	Metadata metadata.Interface
-	// REST, when set, is a REST client built like metadata.NewForConfig's
-	// (metadata.ConfigFor, any GroupVersion: every request names its
-	// path), through which the sharder writes its labels instead of
-	// Metadata, reading each answer without decoding it, and reads the
-	// labelled objects a page at a time, decoding of each only what it
-	// keeps. A move writes one label per moved object, and with Metadata
-	// the decoded answers and pages were over half of what the sharder's
-	// replica allocated meanwhile (see Sharder). The sharder also lists
-	// and watches the Leases through it, and decodes of each watch event
-	// only what it keeps of a Lease: every renewal of every member is
-	// one, and client-go's decoding of them was the steady garbage of
-	// the sharder's replica (leasewatch.go). A manager sets it from its
-	// rest config.
-	REST rest.Interface
 	// Resources are the sharded resources; at least one primary.
 	Resources []Resource
 	// Interval is how often liveness is judged again, for Leases that
@@ -79,11 +62,6 @@ type SharderOptions struct {
 	// Logger receives a line for every change of the live members, and
 	// errors.
 	Logger logr.Logger
-	// Local is the member this process runs as, if it is one. A scan
-	// queues the objects whose move writes into Local's cache (assigned
-	// to it, or drained from it) in runs of localRun, not spread among the
-	// others: see collector. A manager sets it.
-	Local string
 	// Observe, when set, is told of every change of the live members and
 	// of every label the sharder writes; a manager feeds its metrics with
 	// it. It must not block.
@@ -111,21 +89,13 @@ type Observer interface {
 // them only what it reads, in maps it gives back once they are empty.
 // The labelled objects are read, a page at a time, by a scan when the
 // live members change (and once more after a scan that queued work, once
-// that work is done). During a move, whose garbage is allocated between
-// the keys the replica caches meanwhile, it keeps that garbage small
-// (scans decode only what they keep, label answers are not decoded),
-// collects it often (collector), and writes the labels that bring keys
-// into its own replica's cache in runs (SharderOptions.Local), so that
-// the garbage of the others' writes falls between no kept object; what
-// the replica running it still holds beyond its own keys is measured by
-// make bench-shard.
+// that work is done).
 type Sharder struct {
 	opts    SharderOptions
 	members *Members
 	log     logr.Logger
 	// shardLabel and drainLabel are the ring's ShardLabel and DrainLabel.
 	shardLabel, drainLabel string
-	collect                *collector // told of every label write
 
 	mu   sync.Mutex
 	ring Ring
@@ -202,23 +172,15 @@ func NewSharder(opts SharderOptions) (*Sharder, error) {
 		return nil, err
 	}
 	return &Sharder{opts: opts, members: NewMembers(opts.Ring, opts.Clock), log: opts.Logger, queue: q,
-		shardLabel: ShardLabel(opts.Ring), drainLabel: DrainLabel(opts.Ring), collect: newCollector(),
+		shardLabel: ShardLabel(opts.Ring), drainLabel: DrainLabel(opts.Ring),
 		snaps: map[item]snap{}, waiting: map[item][]item{}, scans: make(chan struct{}, 1)}, nil
 }
 
 // Start runs the sharder until ctx ends. It blocks.
 func (s *Sharder) Start(ctx context.Context) error {
 	defer s.queue.ShutDown()
-	var leases cache.SharedIndexInformer
-	if s.opts.REST != nil {
-		leases = cache.NewSharedIndexInformer(leaseListWatch(s.opts.REST, s.opts.Namespace), &coordinationv1.Lease{}, 0, cache.Indexers{})
-	} else {
-		leases = informers.NewSharedInformerFactoryWithOptions(s.opts.Kube, 0, informers.WithNamespace(s.opts.Namespace)).
-			Coordination().V1().Leases().Informer()
-	}
-	if err := leases.SetTransform(slimLease); err != nil {
-		return err
-	}
+	leases := informers.NewSharedInformerFactoryWithOptions(s.opts.Kube, 0, informers.WithNamespace(s.opts.Namespace)).
+		Coordination().V1().Leases().Informer()
 	s.leases = leases
 	if _, err := leases.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { s.observe(obj, false) },
@@ -296,13 +258,7 @@ func (s *Sharder) Start(ctx context.Context) error {
 }
 
 // snap is what the sharder reads of an object: what Decide and a
-// conditional label patch need. It holds no map, and is kept by value in
-// the maps that hold it: a move holds thousands at once, made by a scan
-// and dropped one by one as they are handled, and as objects slimmed to
-// metadata (a struct and a label map of 288 bytes each, the size class of
-// a cached ConfigMap's struct and maps) they were garbage of the kind
-// that leaves room between the objects the replica caches (see
-// collector).
+// conditional label patch need.
 type snap struct {
 	rv           string // the resourceVersion: its patches are conditional on it
 	shard, drain string // the ring's labels, "" when absent
@@ -410,17 +366,11 @@ func (s *Sharder) scan(ctx context.Context) (bool, error) {
 	}()
 	moving := map[item]bool{}
 	found := false
-	var run runOf
-	defer run.flush(s)
-	// queue queues it, whose owner becomes target, in a run when the move
-	// writes into Local's cache.
-	queue := func(it item, sn snap, target string) {
+	// queue queues it with the object as read.
+	queue := func(it item, sn snap) {
 		found = true
-		if s.opts.Local == "" || (sn.shard != s.opts.Local && target != s.opts.Local) {
-			s.queueSnap(it, sn)
-			return
-		}
-		run.add(s, it, sn)
+		s.keepSnap(it, sn)
+		s.queue.Add(it)
 	}
 	for _, primaries := range []bool{true, false} {
 		for i, sl := range s.slots {
@@ -442,12 +392,12 @@ func (s *Sharder) scan(ctx context.Context) (bool, error) {
 						return
 					}
 					moving[it] = true
-					queue(it, sn, desired)
+					queue(it, sn)
 					return
 				}
 				if !sn.hasOwner {
 					if desired := ring.Owner(ringKey(it.namespace, it.name)); current != desired || draining || !s.members.Alive(current) {
-						queue(it, sn, desired)
+						queue(it, sn)
 					}
 					return
 				}
@@ -459,44 +409,14 @@ func (s *Sharder) scan(ctx context.Context) (bool, error) {
 				if moving[owner] && s.wait(owner, it, &sn) {
 					return // labelled when its owner is assigned
 				}
-				queue(it, sn, desired)
+				queue(it, sn)
 			})
 			if err != nil {
 				return found, err
 			}
 		}
-		run.flush(s)
 	}
 	return found, nil
-}
-
-// localRun is how many of the objects a scan moves into or out of the
-// local member's cache it queues together (SharderOptions.Local).
-const localRun = 64
-
-// runOf gathers the items of a run (localRun).
-type runOf struct{ items []item }
-
-func (r *runOf) add(s *Sharder, it item, sn snap) {
-	s.keepSnap(it, sn)
-	r.items = append(r.items, it)
-	if len(r.items) == localRun {
-		r.flush(s)
-	}
-}
-
-// flush queues the run's items, in order.
-func (r *runOf) flush(s *Sharder) {
-	for _, it := range r.items {
-		s.queue.Add(it)
-	}
-	r.items = r.items[:0]
-}
-
-// queueSnap queues it with the object as read.
-func (s *Sharder) queueSnap(it item, sn snap) {
-	s.keepSnap(it, sn)
-	s.queue.Add(it)
 }
 
 // keepSnap records the object as read for it, until it is handled.
@@ -724,35 +644,6 @@ func (s *Sharder) ownerItem(ref *metav1.OwnerReference, namespace string) (item,
 	return item{}, false
 }
 
-// slimLease is the transform of a sharder's informer of Leases: it keeps
-// of a Lease what the sharder reads (Members.Observe, buryMember), its
-// name, namespace, resourceVersion and spec. Every member renews its
-// Lease every retry period, and the sharder's store holds each renewal's
-// object until the next one: objects that outlive a collection or two,
-// allocated between the objects the replica caches. Without the
-// managedFields, labels and annotations the API server sends, each is a
-// handful of small allocations, and the rest of the decoded Lease is
-// garbage at once.
-func slimLease(obj any) (any, error) {
-	l, ok := obj.(*coordinationv1.Lease)
-	if !ok || slim(l) {
-		return obj, nil
-	}
-	return &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: l.Name, Namespace: l.Namespace, ResourceVersion: l.ResourceVersion},
-		Spec:       l.Spec,
-	}, nil
-}
-
-// slim reports whether l holds only what slimLease keeps, as a Lease
-// that leaseEvents decoded does.
-func slim(l *coordinationv1.Lease) bool {
-	m := &l.ObjectMeta
-	return m.UID == "" && m.CreationTimestamp.IsZero() && m.Labels == nil && m.Annotations == nil &&
-		m.ManagedFields == nil && m.OwnerReferences == nil && m.Finalizers == nil && m.Generation == 0 &&
-		m.GenerateName == "" && m.DeletionTimestamp == nil && m.DeletionGracePeriodSeconds == nil && l.TypeMeta == (metav1.TypeMeta{})
-}
-
 // ringKey is the ring's key of an object.
 func ringKey(namespace, name string) string { return namespace + "/" + name }
 
@@ -780,11 +671,14 @@ func buryMember(ctx context.Context, kube kubernetes.Interface, leases cache.Sto
 		return nil
 	}
 	// A merge patch of the holder alone, conditional on the
-	// resourceVersion seen: the rest of the Lease, which a sharder's store
-	// does not keep (slimLease), stays as it is.
-	body := appendJSONString([]byte(`{"metadata":{"resourceVersion":`), l.ResourceVersion)
-	body = appendJSONString(append(body, `},"spec":{"holderIdentity":`...), buriedHolder)
-	body = append(body, "}}"...)
+	// resourceVersion seen: the rest of the Lease stays as it is.
+	body, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": l.ResourceVersion},
+		"spec":     map[string]any{"holderIdentity": buriedHolder},
+	})
+	if err != nil {
+		return err
+	}
 	if _, err := kube.CoordinationV1().Leases(l.Namespace).Patch(ctx, l.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: sharderFieldManager}); err != nil {
 		return fmt.Errorf("burying the Lease of member %s: %w", member, err)
 	}
@@ -808,15 +702,8 @@ func (s *Sharder) label(ctx context.Context, it item, obj snap, member string) e
 // conditional on the resourceVersion the sharder read, so that no
 // decision is taken on an object someone else changed meanwhile.
 func (s *Sharder) patch(ctx context.Context, it item, body []byte) error {
-	gvr := s.slots[it.r].res.Resource
-	var err error
-	if s.opts.REST != nil {
-		err = patchUndecoded(ctx, s.opts.REST, gvr, it.namespace, it.name, body)
-	} else {
-		_, err = resourceClient(s.opts.Metadata, gvr, it.namespace).
-			Patch(ctx, it.name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: sharderFieldManager})
-	}
-	s.collect.wrote()
+	_, err := resourceClient(s.opts.Metadata, s.slots[it.r].res.Resource, it.namespace).
+		Patch(ctx, it.name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: sharderFieldManager})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -826,77 +713,16 @@ func (s *Sharder) patch(ctx context.Context, it item, body []byte) error {
 // sharderFieldManager is the field manager of the sharder's writes.
 const sharderFieldManager = "ctrlkit-sharder"
 
-// patchUndecoded merge-patches the object namespace/name of gvr with
-// body through rc, as the metadata client would, and reads the answer
-// without decoding it. Errors are the API server's (apierrors).
-func patchUndecoded(ctx context.Context, rc rest.Interface, gvr schema.GroupVersionResource, namespace, name string, body []byte) error {
-	answer, err := rc.Patch(types.MergePatchType).AbsPath(resourcePath(gvr, namespace, name)...).
-		Param("fieldManager", sharderFieldManager).SetHeader("Accept", metadataAccept).Body(body).Stream(ctx)
-	if err != nil {
-		return err
-	}
-	defer answer.Close()
-	_, err = io.Copy(io.Discard, answer)
-	return err
-}
-
-// metadataAccept asks for an object's metadata only, as the metadata
-// client does.
-const metadataAccept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
-
-// resourcePath is the path of the object namespace/name of gvr, or of
-// the collection when name is "".
-func resourcePath(gvr schema.GroupVersionResource, namespace, name string) []string {
-	path := make([]string, 0, 7)
-	if gvr.Group == "" {
-		path = append(path, "api")
-	} else {
-		path = append(path, "apis", gvr.Group)
-	}
-	path = append(path, gvr.Version)
-	if namespace != "" {
-		path = append(path, "namespaces", namespace)
-	}
-	path = append(path, gvr.Resource)
-	if name != "" {
-		path = append(path, name)
-	}
-	return path
-}
-
 // labelPatch is the JSON merge patch that sets label key to value and
 // removes label remove (none when ""), on the condition that the object's
-// resourceVersion is still rv. It is written without the maps and
-// reflection json.Marshal would use: the sharder writes one per moved
-// object, and their garbage would land between the objects its replica
-// caches meanwhile.
+// resourceVersion is still rv.
 func labelPatch(rv, key, value, remove string) []byte {
-	b := make([]byte, 0, 64+len(rv)+len(key)+len(value)+len(remove))
-	b = append(b, `{"metadata":{"resourceVersion":`...)
-	b = appendJSONString(b, rv)
-	b = append(b, `,"labels":{`...)
-	b = appendJSONString(b, key)
-	b = append(b, ':')
-	b = appendJSONString(b, value)
+	labels := map[string]any{key: value}
 	if remove != "" {
-		b = append(b, ',')
-		b = appendJSONString(b, remove)
-		b = append(b, ":null"...)
+		labels[remove] = nil
 	}
-	return append(b, "}}}"...)
-}
-
-// appendJSONString appends s to b as a JSON string.
-func appendJSONString(b []byte, s string) []byte {
-	for i := range len(s) {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
-			q, _ := json.Marshal(s) // cannot fail for a string
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": rv, "labels": labels}}) // cannot fail: strings only
+	return b
 }
 
 // resourceClient is md's client of resource gvr in namespace (empty for

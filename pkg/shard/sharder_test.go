@@ -86,7 +86,7 @@ func (e *sharderEnv) labels(gvr schema.GroupVersionResource, name string) (owner
 // eventuallyT polls cond until it holds or 10s have passed.
 func eventuallyT(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

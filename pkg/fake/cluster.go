@@ -61,6 +61,7 @@ type Options struct {
 type Cluster struct {
 	scheme  *runtime.Scheme
 	decoder runtime.Decoder
+	media   []runtime.SerializerInfo // the media types of answers, JSON first (content.go)
 	res     *resources
 
 	mu       sync.Mutex
@@ -121,15 +122,21 @@ func New(opts Options) (*Cluster, error) {
 	if o.Scheme == nil {
 		o.Scheme = kubescheme.Scheme
 	}
+	codecs := serializer.NewCodecFactory(o.Scheme)
 	c := &Cluster{
 		scheme:       o.Scheme,
-		decoder:      serializer.NewCodecFactory(o.Scheme).UniversalDeserializer(),
+		decoder:      codecs.UniversalDeserializer(),
 		res:          newResources(o.Scheme, o.ClusterScoped),
 		objects:      map[schema.GroupVersionResource]map[string]runtime.Object{},
 		listers:      map[schema.GroupVersionResource]cache.Indexer{},
 		watchers:     map[*watcher]struct{}{},
 		historyLimit: defaultHistory,
 		bufferSize:   defaultBuffer,
+	}
+	for _, info := range codecs.SupportedMediaTypes() {
+		if info.MediaType == runtime.ContentTypeJSON || info.MediaType == runtime.ContentTypeProtobuf {
+			c.media = append(c.media, info)
+		}
 	}
 	for _, gvk := range o.ClusterScoped {
 		if _, ok := c.res.byGVK[gvk]; !ok {

@@ -3,12 +3,15 @@ package fake_test
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
@@ -153,5 +156,56 @@ func TestDeleteCollection(t *testing.T) {
 	}
 	if list.Items[0].DeletionTimestamp == nil {
 		t.Error("ns/b has a finalizer and was not marked for deletion")
+	}
+}
+
+// TestDeleteAnswer checks the answer to a delete that removes the object,
+// as kube-apiserver's generic registry gives it: a Status Success whose
+// details name the object, its group, its resource (in the field kind)
+// and its uid, also for dryRun, in protobuf and for a client asking for
+// metadata only; or, for the kinds whose
+// registry returns the deleted object (Pods, Services, Namespaces and a
+// few more), the object as it was deleted.
+func TestDeleteAnswer(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
+	c := newCluster(t, configMap("ns", "a", nil), configMap("ns", "b", nil), deployment("ns", "d", 1),
+		&Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w"}}, pod)
+	uid := func(obj runtime.Object) types.UID {
+		t.Helper()
+		key := types.NamespacedName{Namespace: "ns"}
+		m, _ := meta.Accessor(obj)
+		key.Name = m.GetName()
+		if err := c.Get(key, obj); err != nil {
+			t.Fatal(err)
+		}
+		return obj.(metav1.Object).GetUID()
+	}
+	for _, tc := range []struct {
+		path, accept string
+		want         metav1.StatusDetails
+	}{
+		{"/api/v1/namespaces/ns/configmaps/a?dryRun=All", "", metav1.StatusDetails{Name: "a", Kind: "configmaps", UID: uid(configMap("ns", "a", nil))}},
+		{"/api/v1/namespaces/ns/configmaps/a", "", metav1.StatusDetails{Name: "a", Kind: "configmaps", UID: uid(configMap("ns", "a", nil))}},
+		{"/api/v1/namespaces/ns/configmaps/b?dryRun=All", metadataAccept("PartialObjectMetadata"), metav1.StatusDetails{Name: "b", Kind: "configmaps", UID: uid(configMap("ns", "b", nil))}},
+		{"/api/v1/namespaces/ns/configmaps/b", protobufAccept, metav1.StatusDetails{Name: "b", Kind: "configmaps", UID: uid(configMap("ns", "b", nil))}},
+		{"/apis/apps/v1/namespaces/ns/deployments/d", "", metav1.StatusDetails{Name: "d", Group: "apps", Kind: "deployments", UID: uid(deployment("ns", "d", 1))}},
+		{"/apis/test.ctrlkit.io/v1/namespaces/ns/widgets/w", "", metav1.StatusDetails{Name: "w", Group: "test.ctrlkit.io", Kind: "widgets", UID: uid(&Widget{ObjectMeta: metav1.ObjectMeta{Name: "w"}})}},
+	} {
+		code, ct, body := send(t, c, "DELETE", tc.path, tc.accept, "", nil)
+		s := decodeStatus(t, ct, body)
+		if code != http.StatusOK || s.Status != metav1.StatusSuccess || s.Details == nil || !reflect.DeepEqual(*s.Details, tc.want) {
+			t.Errorf("DELETE %s = %d %s %q, want 200 and a Status Success with details %+v", tc.path, code, ct, body, tc.want)
+		}
+	}
+
+	podUID := uid(pod.DeepCopy())
+	code, ct, body := send(t, c, "DELETE", "/api/v1/namespaces/ns/pods/p", "", "", nil)
+	var deleted corev1.Pod
+	if err := json.Unmarshal(body, &deleted); err != nil || code != http.StatusOK || ct != "application/json" ||
+		deleted.Kind != "Pod" || deleted.Name != "p" || deleted.UID != podUID {
+		t.Errorf("DELETE of a Pod = %d %s %s, want 200 and the deleted Pod", code, ct, body)
+	}
+	if err := c.Get(types.NamespacedName{Namespace: "ns", Name: "p"}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after DELETE of the Pod, Get: %v, want NotFound", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -42,16 +43,16 @@ func (c *Cluster) discovery(req *http.Request) (*http.Response, bool) {
 		return nil, false
 	}
 	if req.Method != http.MethodGet {
-		return errorResponse(req, apierrors.NewMethodNotSupported(schema.GroupResource{}, strings.ToLower(req.Method))), true
+		return c.errorResponse(req, apierrors.NewMethodNotSupported(schema.GroupResource{}, strings.ToLower(req.Method))), true
 	}
 	if !found {
-		return errorResponse(req, apierrors.NewGenericServerResponse(http.StatusNotFound, "get", schema.GroupResource{}, "", "", 0, false)), true
+		return c.errorResponse(req, apierrors.NewGenericServerResponse(http.StatusNotFound, "get", schema.GroupResource{}, "", "", 0, false)), true
 	}
 	body, err := json.Marshal(v)
 	if err != nil {
-		return errorResponse(req, err), true
+		return c.errorResponse(req, err), true
 	}
-	return response(req, http.StatusOK, body), true
+	return response(req, http.StatusOK, runtime.ContentTypeJSON, body), true
 }
 
 // apiVersions is /api: the versions of the core group.

@@ -41,10 +41,10 @@
 //     metadata.name and metadata.namespace; other field labels are refused
 //     with 400), POST, PUT, PATCH, DELETE of an object or a collection,
 //     under /api/v1 and /apis/{group}/{version}, namespaced or not. Bodies
-//     may be JSON, YAML or protobuf; answers are always JSON, and errors a
-//     metav1.Status with kube-apiserver's code and reason, so apierrors'
-//     predicates work on the client side. dryRun=All answers as if and
-//     stores nothing.
+//     may be JSON, YAML or, for built-in kinds, protobuf; answers are JSON
+//     or protobuf (see Content types), and errors a metav1.Status with
+//     kube-apiserver's code and reason, so apierrors' predicates work on
+//     the client side. dryRun=All answers as if and stores nothing.
 //   - Patches: JSON merge patch, JSON patch, and strategic merge patch for
 //     built-in kinds only (a custom kind answers 415, as CRDs do). A
 //     resourceVersion in the patched object is a precondition.
@@ -63,10 +63,17 @@
 //     0, generation and resourceVersion bumped) and the answer is the
 //     object; it goes when an update removes its last finalizer. No new
 //     finalizer may be added to an object being deleted (422, as
-//     kube-apiserver). Without finalizers the object goes at once and the
-//     answer is a Status Success.
-//   - Watch: newline-delimited JSON events for a resource, namespace and
-//     selectors, from a resourceVersion (replayed from a bounded history,
+//     kube-apiserver). Without finalizers the object goes at once, and the
+//     answer is kube-apiserver's: a Status Success whose details carry the
+//     name, the group, the resource (in the field kind) and the uid; for
+//     the built-in kinds whose registry returns the deleted object (Pod,
+//     Service, Namespace, ServiceAccount, PersistentVolume[Claim],
+//     PodTemplate, ResourceQuota, and storage.k8s.io's and
+//     resource.k8s.io's that do), the object as it was deleted. dryRun
+//     answers the same.
+//   - Watch: events for a resource, namespace and selectors, framed as
+//     kube-apiserver frames them (see Content types), from a
+//     resourceVersion (replayed from a bounded history,
 //     410 Gone beyond it) or with initial ADDED events, and the watch-list
 //     protocol client-go's informers use (sendInitialEvents and the
 //     k8s.io/initial-events-end bookmark). An object that starts or stops
@@ -75,6 +82,39 @@
 //     scheme, its scope, verbs and status subresource, for discovery
 //     clients and discovery-backed RESTMappers. RESTMapper gives the same
 //     mapping without requests.
+//
+// # Content types
+//
+// An answer is encoded in the media type the request's Accept header
+// negotiates, chosen as kube-apiserver chooses: clauses by q, the specific
+// before wildcards, and the first the fake can answer wins; no Accept
+// header means JSON. The encoders are apimachinery's own serializers.
+//   - application/json, for every kind: an object, a list, a Status; a
+//     watch is one metav1.WatchEvent a line.
+//   - application/vnd.kubernetes.protobuf, for the kinds of client-go's
+//     kubernetes/scheme (built-in types with a generated protobuf
+//     encoding): an object, a list or a Status is "k8s\x00" and a
+//     runtime.Unknown; a watch (Content-Type
+//     application/vnd.kubernetes.protobuf;stream=watch) is a sequence of
+//     frames, each a 4-byte big-endian length and a protobuf
+//     metav1.WatchEvent whose object holds the object encoded as above.
+//     Custom kinds have no protobuf encoding, as CRDs on kube-apiserver:
+//     a request that accepts protobuf and JSON is answered in JSON, one
+//     that accepts protobuf only is a 406 Not Acceptable.
+//   - Metadata only, as client-go's metadata client asks for it: a clause
+//     with as=PartialObjectMetadata or as=PartialObjectMetadataList,
+//     g=meta.k8s.io and v=v1, in JSON or protobuf and for any kind,
+//     custom ones too. An object (also the answer to a write) is a
+//     meta.k8s.io/v1 PartialObjectMetadata, a list a
+//     PartialObjectMetadataList, and each watch event's object a
+//     PartialObjectMetadata; a Status stays a Status. A list asked for as
+//     PartialObjectMetadata, or an object as a PartialObjectMetadataList,
+//     is a 406.
+//   - Errors: a metav1.Status in JSON or protobuf as the Accept header
+//     prefers (clauses asking for metadata only do not count, as on
+//     kube-apiserver), whatever the kind; in JSON if it accepts neither.
+//     An Accept header that allows no answer at all is a 406 in JSON.
+//   - Discovery answers are always JSON.
 //
 // # Not faithful
 //
@@ -92,6 +132,10 @@
 //     served at two versions is two separate stores. Graceful deletion
 //     (gracePeriodSeconds) is immediate. Lists are not paginated. Only
 //     metadata.name and metadata.namespace field selectors work.
+//   - Content types: no answer is YAML, CBOR or a Table (an Accept of
+//     application/yaml alone is a 406; clauses with as=Table, or for
+//     meta.k8s.io/v1beta1, are passed over). A request body is decoded by
+//     what it holds (JSON, YAML or protobuf), whatever its Content-Type.
 //   - metadata.generation is kept for every kind; kube-apiserver keeps it
 //     for custom resources and most workload kinds, but leaves it 0 for
 //     built-in kinds such as ConfigMap, Secret and Service.

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
 )
 
 // resource is one kind the fake serves, at one version.
@@ -21,6 +22,10 @@ type resource struct {
 	namespaced bool
 	hasStatus  bool // the struct has a field Status: served as the status subresource
 	builtin    bool // a Kubernetes API type (package under k8s.io/): strategic merge patch allowed
+	protobuf   bool // one of client-go's built-in types: served in protobuf too
+	// returnsDeleted: a delete that removes the object answers with it,
+	// not a Status.
+	returnsDeleted bool
 }
 
 // new returns a new, empty object of the resource's Go type.
@@ -84,6 +89,34 @@ var clusterScoped = map[schema.GroupKind]bool{
 	{Group: "extensions", Kind: "PodSecurityPolicy"}:                 true,
 }
 
+// returnsDeleted are the built-in kinds whose kube-apiserver registry
+// answers a delete with the deleted object (ReturnDeletedObject in
+// k8s.io/kubernetes/pkg/registry); deletes of other kinds answer a
+// Status. (DeviceTaintRule does so below v1 only; the fake answers a
+// Status at every version.)
+var returnsDeleted = map[schema.GroupKind]bool{
+	{Group: "", Kind: "Namespace"}:             true,
+	{Group: "", Kind: "PersistentVolume"}:      true,
+	{Group: "", Kind: "PersistentVolumeClaim"}: true,
+	{Group: "", Kind: "Pod"}:                   true,
+	{Group: "", Kind: "PodTemplate"}:           true,
+	{Group: "", Kind: "ResourceQuota"}:         true,
+	{Group: "", Kind: "Service"}:               true,
+	{Group: "", Kind: "ServiceAccount"}:        true,
+
+	{Group: "storage.k8s.io", Kind: "CSIDriver"}:             true,
+	{Group: "storage.k8s.io", Kind: "CSINode"}:               true,
+	{Group: "storage.k8s.io", Kind: "StorageClass"}:          true,
+	{Group: "storage.k8s.io", Kind: "VolumeAttachment"}:      true,
+	{Group: "storage.k8s.io", Kind: "VolumeAttributesClass"}: true,
+
+	{Group: "resource.k8s.io", Kind: "DeviceClass"}:               true,
+	{Group: "resource.k8s.io", Kind: "ResourceClaim"}:             true,
+	{Group: "resource.k8s.io", Kind: "ResourceClaimTemplate"}:     true,
+	{Group: "resource.k8s.io", Kind: "ResourcePoolStatusRequest"}: true,
+	{Group: "resource.k8s.io", Kind: "ResourceSlice"}:             true,
+}
+
 // resources is what the fake serves, derived once from the scheme.
 type resources struct {
 	byGVR  map[schema.GroupVersionResource]*resource
@@ -139,7 +172,9 @@ func newResources(s *runtime.Scheme, extraClusterScoped []schema.GroupVersionKin
 			namespaced: !clusterScoped[gvk.GroupKind()] && !extra[gvk],
 			hasStatus:  hasStatus && len(status.Index) == 1,
 			builtin:    strings.HasPrefix(t.PkgPath(), "k8s.io/"),
+			protobuf:   inKubeScheme(gvk, t),
 		}
+		r.returnsDeleted = r.protobuf && returnsDeleted[gvk.GroupKind()]
 		rs.byGVR[plural] = r
 		rs.byGVK[gvk] = r
 		if !slices.Contains(versions[gvk.Group], gvk.Version) {
@@ -182,6 +217,13 @@ func servable(gvk schema.GroupVersionKind, t reflect.Type) bool {
 	_, isObject := reflect.New(t).Interface().(runtime.Object)
 	_, hasMeta := reflect.New(t).Interface().(metav1.Object)
 	return isObject && hasMeta
+}
+
+// inKubeScheme reports whether client-go's scheme has the kind with the
+// Go type t: a built-in type, with a protobuf encoding.
+func inKubeScheme(gvk schema.GroupVersionKind, t reflect.Type) bool {
+	obj, err := kubescheme.Scheme.New(gvk)
+	return err == nil && reflect.TypeOf(obj) == reflect.PointerTo(t)
 }
 
 // forObject returns the resource serving obj's Go type, preferring the

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,8 +39,9 @@ func (ri *requestInfo) isWrite() bool {
 	return false
 }
 
-// serve answers one request. Every answer is JSON; errors are a
-// metav1.Status with the status code kube-apiserver would use.
+// serve answers one request, in the media type negotiated from its
+// Accept header (content.go); errors are a metav1.Status with the status
+// code kube-apiserver would use.
 func (c *Cluster) serve(req *http.Request) (*http.Response, error) {
 	var body []byte
 	if req.Body != nil {
@@ -56,6 +56,11 @@ func (c *Cluster) serve(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	ri, err := c.route(req)
+	var out output
+	if err == nil {
+		// As kube-apiserver, before anything is done.
+		out, err = c.negotiate(req, ri.res, ri.verb == "watch")
+	}
 	switch {
 	case err != nil:
 		if ri.isWrite() {
@@ -66,17 +71,20 @@ func (c *Cluster) serve(req *http.Request) (*http.Response, error) {
 		}
 	case ri.verb == "watch":
 		var resp *http.Response
-		if resp, err = c.watch(req, ri.res, ri.namespace); err == nil {
+		if resp, err = c.watch(req, ri.res, ri.namespace, out); err == nil {
 			return resp, nil
 		}
 	default:
 		var code int
-		var out []byte
-		if code, out, err = c.handle(req, ri, body); err == nil {
-			return response(req, code, out), nil
+		var result any
+		if code, result, err = c.handle(req, ri, body); err == nil {
+			var data []byte
+			if data, err = c.marshal(out, ri.res, result); err == nil {
+				return response(req, code, out.contentType(false), data), nil
+			}
 		}
 	}
-	return errorResponse(req, err), nil
+	return c.errorResponse(req, err), nil
 }
 
 // route parses the URL as kube-apiserver does:
@@ -153,8 +161,9 @@ func (c *Cluster) route(req *http.Request) (requestInfo, error) {
 	return ri, nil
 }
 
-// handle answers every verb but watch.
-func (c *Cluster) handle(req *http.Request, ri requestInfo, body []byte) (int, []byte, error) {
+// handle answers every verb but watch, with an object of ri.res, a list
+// of them or a *metav1.Status.
+func (c *Cluster) handle(req *http.Request, ri requestInfo, body []byte) (int, any, error) {
 	r := ri.res
 	switch ri.verb {
 	case "get":
@@ -164,8 +173,7 @@ func (c *Cluster) handle(req *http.Request, ri requestInfo, body []byte) (int, [
 		if !ok {
 			return 0, nil, apierrors.NewNotFound(r.groupResource(), ri.name)
 		}
-		out, err := c.encode(r, obj)
-		return http.StatusOK, out, err
+		return http.StatusOK, obj, nil
 	case "list":
 		var opts metainternalversion.ListOptions
 		if err := decodeQuery(req, &opts); err != nil {
@@ -175,11 +183,9 @@ func (c *Cluster) handle(req *http.Request, ri requestInfo, body []byte) (int, [
 			return 0, nil, err
 		}
 		c.mu.Lock()
-		items := c.list(r, ri.namespace, opts.LabelSelector, opts.FieldSelector)
-		rv := c.rv
+		l := objectList{items: c.list(r, ri.namespace, opts.LabelSelector, opts.FieldSelector), rv: c.rv}
 		c.mu.Unlock()
-		out, err := c.encodeList(r, items, rv)
-		return http.StatusOK, out, err
+		return http.StatusOK, l, nil
 	}
 
 	return c.write(req, ri, body)
@@ -194,9 +200,9 @@ func decodeQuery(req *http.Request, opts runtime.Object) error {
 	return nil
 }
 
-// encodeList encodes items as r's List kind. Items of built-in kinds
-// carry no apiVersion and kind, as kube-apiserver sends them; items of
-// custom kinds do.
+// encodeList encodes items as r's List kind in JSON. Items of built-in
+// kinds carry no apiVersion and kind, as kube-apiserver sends them; items
+// of custom kinds do.
 func (c *Cluster) encodeList(r *resource, items []runtime.Object, rv uint64) ([]byte, error) {
 	list := struct {
 		metav1.TypeMeta `json:",inline"`
@@ -206,9 +212,7 @@ func (c *Cluster) encodeList(r *resource, items []runtime.Object, rv uint64) ([]
 		TypeMeta: metav1.TypeMeta{APIVersion: r.gvk.GroupVersion().String(), Kind: r.gvk.Kind + "List"},
 		Items:    make([]json.RawMessage, 0, len(items)),
 	}
-	if rv > 0 {
-		list.Metadata.ResourceVersion = strconv.FormatUint(rv, 10)
-	}
+	list.Metadata.ResourceVersion = listRV(rv)
 	for _, obj := range items {
 		var data []byte
 		var err error
@@ -230,23 +234,25 @@ func notFound(req *http.Request, ri requestInfo) error {
 	return apierrors.NewGenericServerResponse(http.StatusNotFound, strings.ToLower(req.Method), ri.gvr.GroupResource(), ri.name, "", 0, false)
 }
 
-// response is a JSON response.
-func response(req *http.Request, code int, body []byte) *http.Response {
+// response is an answer of the media type contentType.
+func response(req *http.Request, code int, contentType string, body []byte) *http.Response {
 	return &http.Response{
 		Status:        fmt.Sprintf("%d %s", code, http.StatusText(code)),
 		StatusCode:    code,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
-		Header:        http.Header{"Content-Type": {"application/json"}},
+		Header:        http.Header{"Content-Type": {contentType}},
 		Body:          io.NopCloser(bytes.NewReader(body)),
 		ContentLength: int64(len(body)),
 		Request:       req,
 	}
 }
 
-// errorResponse answers err as a metav1.Status.
-func errorResponse(req *http.Request, err error) *http.Response {
+// errorResponse answers err as a metav1.Status, in the media type the
+// Accept header asks for, or JSON if it asks for none the fake has, as
+// kube-apiserver does.
+func (c *Cluster) errorResponse(req *http.Request, err error) *http.Response {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
 		status = apierrors.NewInternalError(err)
@@ -256,6 +262,10 @@ func errorResponse(req *http.Request, err error) *http.Response {
 	if s.Code == 0 {
 		s.Code = http.StatusInternalServerError
 	}
-	body, _ := json.Marshal(s)
-	return response(req, int(s.Code), body)
+	out, err := c.negotiate(req, nil, false)
+	if err != nil {
+		out = output{info: c.media[0]} // the error itself, not a 406
+	}
+	body, _ := c.marshal(out, nil, &s) // a Status always encodes
+	return response(req, int(s.Code), out.contentType(false), body)
 }

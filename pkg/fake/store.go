@@ -150,24 +150,25 @@ func (c *Cluster) update(r *resource, ns, name, sub string, obj runtime.Object, 
 }
 
 // delete deletes the object ns/name, or marks it for deletion if it has
-// finalizers; it returns the marked object, or nil once it is gone.
-func (c *Cluster) delete(r *resource, ns, name string, opts *metav1.DeleteOptions, dryRun bool) (runtime.Object, error) {
+// finalizers. It returns the marked object, or, with gone true, the
+// object as it was deleted (as it would have been, with dryRun).
+func (c *Cluster) delete(r *resource, ns, name string, opts *metav1.DeleteOptions, dryRun bool) (runtime.Object, bool, error) {
 	old, ok := c.objects[r.gvr][objectKey(ns, name)]
 	if !ok {
-		return nil, apierrors.NewNotFound(r.groupResource(), name)
+		return nil, false, apierrors.NewNotFound(r.groupResource(), name)
 	}
 	om, _ := meta.Accessor(old)
 	if p := opts.Preconditions; p != nil {
 		if p.UID != nil && *p.UID != om.GetUID() {
-			return nil, preconditionFailed(r, name, "UID", string(*p.UID), string(om.GetUID()))
+			return nil, false, preconditionFailed(r, name, "UID", string(*p.UID), string(om.GetUID()))
 		}
 		if p.ResourceVersion != nil && *p.ResourceVersion != om.GetResourceVersion() {
-			return nil, preconditionFailed(r, name, "ResourceVersion", *p.ResourceVersion, om.GetResourceVersion())
+			return nil, false, preconditionFailed(r, name, "ResourceVersion", *p.ResourceVersion, om.GetResourceVersion())
 		}
 	}
 	if len(om.GetFinalizers()) > 0 {
 		if om.GetDeletionTimestamp() != nil {
-			return old.DeepCopyObject(), nil
+			return old.DeepCopyObject(), false, nil
 		}
 		next := old.DeepCopyObject()
 		nm, _ := meta.Accessor(next)
@@ -177,16 +178,19 @@ func (c *Cluster) delete(r *resource, ns, name string, opts *metav1.DeleteOption
 		ts := now()
 		nm.SetDeletionTimestamp(&ts)
 		nm.SetDeletionGracePeriodSeconds(new(int64))
+		var err error
 		if dryRun {
-			return c.normalize(r, next)
+			next, err = c.normalize(r, next)
+		} else {
+			next, err = c.commit(r, watch.Modified, old, next)
 		}
-		return c.commit(r, watch.Modified, old, next)
+		return next, false, err
 	}
 	if dryRun {
-		return nil, nil
+		return old.DeepCopyObject(), true, nil
 	}
-	_, err := c.commit(r, watch.Deleted, old, old.DeepCopyObject())
-	return nil, err
+	obj, err := c.commit(r, watch.Deleted, old, old.DeepCopyObject())
+	return obj, true, err
 }
 
 // list returns copies of the objects of r in namespace ns (all namespaces

@@ -1,8 +1,8 @@
 package fake
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -100,7 +100,7 @@ func (c *Cluster) dropWatcher(w *watcher) {
 }
 
 // watch answers a watch request with a response whose body streams the
-// events.
+// events, encoded for out.
 //
 // Initial events: with sendInitialEvents=true, an ADDED event for each
 // matching object followed by a BOOKMARK whose object carries the
@@ -109,7 +109,7 @@ func (c *Cluster) dropWatcher(w *watcher) {
 // resourceVersion, the events after it from the history, 410 Gone if the
 // history no longer reaches back that far, or kube-apiserver's "Too large
 // resource version" error if it is in the future.
-func (c *Cluster) watch(req *http.Request, r *resource, ns string) (*http.Response, error) {
+func (c *Cluster) watch(req *http.Request, r *resource, ns string, out output) (*http.Response, error) {
 	opts := &metainternalversion.ListOptions{}
 	if err := decodeQuery(req, opts); err != nil {
 		return nil, err
@@ -129,8 +129,8 @@ func (c *Cluster) watch(req *http.Request, r *resource, ns string) (*http.Respon
 	}
 	pr, pw := io.Pipe()
 	body := &watchBody{PipeReader: pr, closed: make(chan struct{})}
-	go c.stream(req.Context(), r, w, pw, body.closed, initial, timeout)
-	resp := response(req, http.StatusOK, nil)
+	go c.stream(req.Context(), r, out, w, pw, body.closed, initial, timeout)
+	resp := response(req, http.StatusOK, out.contentType(true), nil)
 	resp.Body = body
 	resp.ContentLength = -1
 	return resp, nil
@@ -192,11 +192,15 @@ func (c *Cluster) register(w *watcher, opts *metainternalversion.ListOptions) ([
 	return initial, nil
 }
 
-// stream writes the initial events, then w's events, as newline-delimited
-// JSON watch events to pw. It returns, closing pw and unregistering w,
-// when ctx ends, the client closes the body, timeout elapses, w is
-// dropped for falling behind, or a write fails.
-func (c *Cluster) stream(ctx context.Context, r *resource, w *watcher, pw *io.PipeWriter, closed <-chan struct{}, initial []watchEvent, timeout time.Duration) {
+// stream writes the initial events, then w's events, to pw as
+// kube-apiserver's watch server does: each a metav1.WatchEvent whose
+// object is encoded for out, encoded with the stream serializer of out's
+// media type and framed by its framer (in JSON one event a line, in
+// protobuf each event after its length, 4 bytes big-endian). It returns,
+// closing pw and unregistering w, when ctx ends, the client closes the
+// body, timeout elapses, w is dropped for falling behind, or a write
+// fails.
+func (c *Cluster) stream(ctx context.Context, r *resource, out output, w *watcher, pw *io.PipeWriter, closed <-chan struct{}, initial []watchEvent, timeout time.Duration) {
 	// A write blocks until the client reads: end it when ctx does.
 	stop := context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
 	defer func() {
@@ -206,13 +210,15 @@ func (c *Cluster) stream(ctx context.Context, r *resource, w *watcher, pw *io.Pi
 		c.mu.Unlock()
 		pw.Close()
 	}()
+	frames := out.info.StreamSerializer.Framer.NewFrameWriter(pw)
+	var buf bytes.Buffer
 	write := func(e watchEvent) bool {
-		obj, err := c.encode(r, e.obj)
+		obj, err := c.marshal(out, r, e.obj)
 		if err == nil {
-			var frame []byte
-			frame, err = json.Marshal(metav1.WatchEvent{Type: string(e.typ), Object: runtime.RawExtension{Raw: obj}})
+			buf.Reset()
+			err = out.info.StreamSerializer.Serializer.Encode(&metav1.WatchEvent{Type: string(e.typ), Object: runtime.RawExtension{Raw: obj}}, &buf)
 			if err == nil {
-				_, err = pw.Write(append(frame, '\n'))
+				_, err = frames.Write(buf.Bytes())
 			}
 		}
 		return err == nil

@@ -20,9 +20,8 @@ import (
 )
 
 // write answers a write and records it in c.writes, in the order of the
-// store's commits.
-func (c *Cluster) write(req *http.Request, ri requestInfo, body []byte) (int, []byte, error) {
-	r := ri.res
+// store's commits. The answer is an object, a list or a *metav1.Status.
+func (c *Cluster) write(req *http.Request, ri requestInfo, body []byte) (int, any, error) {
 	w := Request{Verb: ri.verb, Resource: ri.gvr, Subresource: ri.subresource, Namespace: ri.namespace, Name: ri.name, Body: body}
 	in, err := c.prepare(req, ri, &w)
 	var code int
@@ -38,19 +37,7 @@ func (c *Cluster) write(req *http.Request, ri requestInfo, body []byte) (int, []
 	}
 	c.writes = append(c.writes, w)
 	c.mu.Unlock()
-	if err != nil {
-		return 0, nil, err
-	}
-	var out []byte
-	switch result := result.(type) {
-	case *metav1.Status:
-		out, err = json.Marshal(result)
-	case []runtime.Object:
-		out, err = c.encodeList(r, result, 0)
-	case runtime.Object:
-		out, err = c.encode(r, result)
-	}
-	return code, out, err
+	return code, result, err
 }
 
 // writeInput is a write request, decoded.
@@ -133,8 +120,8 @@ func (c *Cluster) prepare(req *http.Request, ri requestInfo, w *Request) (writeI
 }
 
 // perform carries out a prepared write; called with c.mu held. The result
-// is a runtime.Object, a *metav1.Status or, for deletecollection, a
-// []runtime.Object.
+// is a runtime.Object, a *metav1.Status or, for deletecollection, an
+// objectList.
 func (c *Cluster) perform(ri requestInfo, w *Request, in writeInput) (int, any, error) {
 	r := ri.res
 	switch ri.verb {
@@ -145,27 +132,29 @@ func (c *Cluster) perform(ri requestInfo, w *Request, in writeInput) (int, any, 
 		obj, err := c.update(r, ri.namespace, ri.name, ri.subresource, in.obj, w.DryRun)
 		return http.StatusOK, obj, err
 	case "delete":
-		obj, err := c.delete(r, ri.namespace, ri.name, &in.delete, w.DryRun)
-		if err != nil || obj != nil {
+		obj, gone, err := c.delete(r, ri.namespace, ri.name, &in.delete, w.DryRun)
+		if err != nil || !gone || r.returnsDeleted {
 			return http.StatusOK, obj, err
 		}
+		// kube-apiserver's generic registry (Store.finalizeDelete).
+		m, _ := meta.Accessor(obj)
 		return http.StatusOK, &metav1.Status{
 			TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
 			Status:   metav1.StatusSuccess,
-			Details:  &metav1.StatusDetails{Name: ri.name, Group: r.gvr.Group, Kind: r.gvr.Resource},
+			Details:  &metav1.StatusDetails{Name: m.GetName(), Group: r.gvr.Group, Kind: r.gvr.Resource, UID: m.GetUID()},
 		}, nil
 	case "deletecollection":
-		var out []runtime.Object
+		var out objectList
 		for _, obj := range c.list(r, ri.namespace, in.selector.LabelSelector, in.selector.FieldSelector) {
 			m, _ := meta.Accessor(obj)
-			marked, err := c.delete(r, m.GetNamespace(), m.GetName(), &metav1.DeleteOptions{}, w.DryRun)
+			after, gone, err := c.delete(r, m.GetNamespace(), m.GetName(), &metav1.DeleteOptions{}, w.DryRun)
 			if err != nil {
 				return 0, nil, err
 			}
-			if marked != nil {
-				obj = marked
+			if !gone {
+				obj = after // marked for deletion
 			}
-			out = append(out, obj)
+			out.items = append(out.items, obj)
 		}
 		return http.StatusOK, out, nil
 	}

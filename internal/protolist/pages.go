@@ -2,6 +2,7 @@ package protolist
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -52,13 +53,25 @@ func Pages(ctx context.Context, opts metav1.ListOptions, inFlight int, page Page
 				return
 			}
 			defer func() { <-slots }()
+			// A page's metadata may come in parts (Decode calls meta with
+			// each): the next page is asked for once, and the page must end
+			// with the token it was asked for with.
+			var next string
 			r.list, r.err = page(ctx, o, func(m *metav1.ListMeta) {
-				if m.Continue != "" {
-					next := o
-					next.Continue = m.Continue
-					fetch(next)
+				if m.Continue != "" && next == "" {
+					next = m.Continue
+					more := o
+					more.Continue = next
+					fetch(more)
 				}
 			})
+			if r.err == nil && next != "" {
+				if lm, err := meta.ListAccessor(r.list); err != nil {
+					r.err = err
+				} else if lm.GetContinue() != next {
+					r.err = fmt.Errorf("a page's continue token changed from %q to %q while it was read", next, lm.GetContinue())
+				}
+			}
 		})
 	}
 	fetch(opts)

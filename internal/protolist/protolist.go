@@ -1,12 +1,12 @@
 // Package protolist decodes a Kubernetes protobuf list response while it
 // is read, one item at a time, instead of after the whole body arrived.
 //
-// A list of 10,000 ConfigMaps is about 5 MB and takes tens of
-// milliseconds to transfer and as long again to decode. client-go's
-// REST client reads the whole body before it decodes any of it; decoding
-// each item as soon as its bytes are in overlaps the two, with the HTTP/2
-// stream's flow-control window (4 MiB in golang.org/x/net/http2) letting
-// the server send on meanwhile.
+// A list of thousands of objects is megabytes, whose transfer and
+// decoding each take a while. client-go's REST client reads the whole
+// body before it decodes any of it; decoding each item as soon as its
+// bytes are in overlaps the two, with the HTTP/2 stream's flow-control
+// window (4 MiB in golang.org/x/net/http2) letting the server send on
+// meanwhile.
 //
 // The format is apimachinery's protobuf serializer's: the four bytes
 // "k8s\x00", then a runtime.Unknown whose field 2 (Raw) holds the list
@@ -17,7 +17,6 @@ package protolist
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -84,7 +83,9 @@ type Hooks struct {
 	Decoded func(Item)
 	// Meta, if not nil, is called with the list's metadata as soon as it
 	// is decoded. kube-apiserver writes it before the items, so a continue
-	// token can be acted on while the page's items are still arriving.
+	// token can be acted on while the page's items are still arriving. A
+	// list whose metadata comes in several fields (they merge, as in the
+	// generated decoder) calls it after each.
 	Meta func(*metav1.ListMeta)
 	// Discard leaves the items out of the returned List: Decoded is then
 	// the only one to see each, and New may return the same value every
@@ -102,24 +103,47 @@ type Hooks struct {
 func DecodeBody(body io.Reader, h Hooks, other func(io.Reader) (runtime.Object, error)) (runtime.Object, error) {
 	br := bufio.NewReaderSize(body, 64<<10)
 	if IsProtobuf(br) {
-		return Decode(br, h)
+		l, err := Decode(br, h)
+		if err != nil {
+			return nil, err // not a nil *List in a non-nil interface
+		}
+		return l, nil
 	}
 	return other(br)
 }
 
 // Decode reads one protobuf-encoded list from r and decodes each item as
 // soon as it has been read, calling h's hooks. It reads r to its end.
+//
+// It reads the envelope and the list as apimachinery's generated
+// decoders do and refuses what they refuse. It does not compare the
+// TypeMeta (which must decode) with the items' type: the caller chose
+// that by its request. It also refuses three bodies they take: one
+// without a list, one with a ContentEncoding, and one with more than one
+// list (the generated decoder keeps the last; Decode has by then handed
+// the first one's items to the hooks). A length read from the wire is
+// never allocated before its bytes have arrived.
 func Decode(r io.Reader, h Hooks) (*List, error) {
 	d := &decoder{r: bufio.NewReaderSize(r, 64<<10), left: -1, hooks: h}
+	list, err := d.decode()
+	if err != nil {
+		return nil, fmt.Errorf("reading the protobuf list: %w", err)
+	}
+	return list, nil
+}
+
+// decode reads the magic bytes and the runtime.Unknown that follows.
+func (d *decoder) decode() (*List, error) {
 	head := make([]byte, len(magic))
 	if _, err := io.ReadFull(d.r, head); err != nil {
-		return nil, fmt.Errorf("reading the protobuf list: %w", unexpected(err))
+		return nil, unexpected(err)
 	}
 	if !bytes.Equal(head, magic) {
-		return nil, errors.New("reading the protobuf list: the response is not protobuf")
+		return nil, errors.New("the response is not protobuf")
 	}
 	list := &List{}
 	var sawRaw bool
+	var encoding string // the last ContentEncoding, which the generated decoder keeps
 	// runtime.Unknown's fields, until the body ends.
 	for {
 		field, wire, err := d.key()
@@ -129,32 +153,47 @@ func Decode(r io.Reader, h Hooks) (*List, error) {
 		if err != nil {
 			return nil, err
 		}
-		switch {
-		case field == 2 && wire == 2: // Raw: the list
-			n, err := d.uvarint()
-			if err != nil {
-				return nil, err
-			}
-			if err := d.list(int64(n), list); err != nil {
-				return nil, err
-			}
-			sawRaw = true
-		case field == 3 && wire == 2: // ContentEncoding: must be empty
+		if field <= 4 && wire != 2 { // TypeMeta, Raw, ContentEncoding, ContentType
+			return nil, fmt.Errorf("field %d of the envelope has wire type %d", field, wire)
+		}
+		switch field {
+		case 1: // TypeMeta
 			b, err := d.bytes()
 			if err != nil {
 				return nil, err
 			}
-			if len(b) > 0 {
-				return nil, fmt.Errorf("reading the protobuf list: content encoding %q is not supported", b)
+			if err := d.typeMeta.Unmarshal(b); err != nil {
+				return nil, fmt.Errorf("decoding the list's type: %w", err)
 			}
+		case 2: // Raw: the list
+			if sawRaw {
+				return nil, errors.New("the response holds more than one object")
+			}
+			sawRaw = true
+			n, err := d.length()
+			if err != nil {
+				return nil, err
+			}
+			if err := d.list(n, list); err != nil {
+				return nil, err
+			}
+		case 3: // ContentEncoding: must be empty
+			b, err := d.bytes()
+			if err != nil {
+				return nil, err
+			}
+			encoding = string(b)
 		default:
 			if err := d.skip(wire); err != nil {
 				return nil, err
 			}
 		}
 	}
+	if encoding != "" {
+		return nil, fmt.Errorf("content encoding %q is not supported", encoding)
+	}
 	if !sawRaw {
-		return nil, errors.New("reading the protobuf list: the response holds no object")
+		return nil, errors.New("the response holds no object")
 	}
 	return list, nil
 }
@@ -162,10 +201,11 @@ func Decode(r io.Reader, h Hooks) (*List, error) {
 // decoder reads protobuf fields from r; left is how many bytes of the
 // current message are still to be read, or -1 outside a message.
 type decoder struct {
-	r     *bufio.Reader
-	left  int64
-	buf   []byte // the bytes of the last field read, reused
-	hooks Hooks
+	r        *bufio.Reader
+	left     int64
+	buf      []byte // the bytes of the last field read, reused
+	hooks    Hooks
+	typeMeta runtime.TypeMeta
 }
 
 // list decodes a list message of n bytes into l.
@@ -177,8 +217,11 @@ func (d *decoder) list(n int64, l *List) error {
 		if err != nil {
 			return unexpected(err)
 		}
-		switch {
-		case field == 1 && wire == 2: // ListMeta
+		if field <= 2 && wire != 2 { // ListMeta, items
+			return fmt.Errorf("field %d of the list has wire type %d", field, wire)
+		}
+		switch field {
+		case 1: // ListMeta
 			b, err := d.bytes()
 			if err != nil {
 				return err
@@ -189,7 +232,7 @@ func (d *decoder) list(n int64, l *List) error {
 			if d.hooks.Meta != nil {
 				d.hooks.Meta(&l.ListMeta)
 			}
-		case field == 2 && wire == 2: // one item
+		case 2: // one item
 			b, err := d.bytes()
 			if err != nil {
 				return err
@@ -220,94 +263,155 @@ func (d *decoder) list(n int64, l *List) error {
 		}
 	}
 	if d.left < 0 {
-		return errors.New("reading the protobuf list: a field runs past the end of the list")
+		return errPastList
 	}
 	return nil
 }
 
-// key reads a field's key: its number and wire type. At the end of the
-// body it returns io.EOF.
-func (d *decoder) key() (field uint64, wire byte, err error) {
+var errPastList = errors.New("a field runs past the end of the list")
+
+// key reads a field's key: its number, as the generated decoders take it
+// (the key's bits above the wire type, as an int32), and its wire type.
+// At the end of the body it returns io.EOF.
+func (d *decoder) key() (field int32, wire byte, err error) {
 	k, err := d.uvarint()
 	if err != nil {
 		return 0, 0, err
 	}
-	return k >> 3, byte(k & 7), nil
+	field, wire = int32(k>>3), byte(k&7)
+	if wire == 4 {
+		return 0, 0, errors.New("an end of group outside a group")
+	}
+	if field <= 0 {
+		return 0, 0, fmt.Errorf("illegal field number %d", field)
+	}
+	return field, wire, nil
 }
 
+// uvarint reads a varint of at most 10 bytes (bits past the 64th are
+// dropped, as the generated decoders drop them), not past the end of the
+// current message. It returns io.EOF if the input ends before its first
+// byte.
 func (d *decoder) uvarint() (uint64, error) {
-	var n int64
-	v, err := binary.ReadUvarint(byteCounter{d, &n})
-	d.consumed(n)
-	return v, err
+	var v uint64
+	for shift := uint(0); shift < 64; shift += 7 {
+		if d.left == 0 {
+			return 0, errPastList
+		}
+		b, err := d.r.ReadByte()
+		if err != nil {
+			if shift > 0 {
+				return 0, unexpected(err)
+			}
+			return 0, err
+		}
+		d.consumed(1)
+		v |= uint64(b&0x7f) << shift
+		if b < 0x80 {
+			return v, nil
+		}
+	}
+	return 0, errors.New("a varint longer than 10 bytes")
 }
+
+// length reads a length-delimited field's length: not negative as an
+// int64, not past the end of the current message.
+func (d *decoder) length() (int64, error) {
+	v, err := d.uvarint()
+	if err != nil {
+		return 0, unexpected(err)
+	}
+	n := int64(v)
+	if n < 0 {
+		return 0, fmt.Errorf("a field of length %d", v)
+	}
+	if d.left >= 0 && n > d.left {
+		return 0, errPastList
+	}
+	return n, nil
+}
+
+// readChunk bounds how far a buffer grows ahead of the bytes that arrived
+// to fill it: a length read from the wire is only a claim.
+const readChunk = 64 << 10
 
 // bytes reads a length-delimited field's bytes into d.buf, valid until the
-// next call.
+// next call. A field longer than d.buf can hold is read as it arrives,
+// the buffer growing to at most twice what has arrived, or readChunk.
 func (d *decoder) bytes() ([]byte, error) {
-	n, err := d.uvarint()
+	n, err := d.length()
 	if err != nil {
-		return nil, unexpected(err)
+		return nil, err
 	}
-	if d.left >= 0 && int64(n) > d.left {
-		return nil, errors.New("reading the protobuf list: a field runs past the end of the list")
+	b := d.buf[:0]
+	for int64(len(b)) < n {
+		if len(b) == cap(b) { // grow by what has arrived, not by what n claims
+			b = append(make([]byte, 0, min(n, int64(max(2*len(b), readChunk)))), b...)
+		}
+		m, err := io.ReadFull(d.r, b[len(b):min(int64(cap(b)), n)])
+		b = b[:len(b)+m]
+		if err != nil {
+			return nil, unexpected(err)
+		}
 	}
-	if uint64(cap(d.buf)) < n {
-		d.buf = make([]byte, n)
-	}
-	b := d.buf[:n]
-	if _, err := io.ReadFull(d.r, b); err != nil {
-		return nil, fmt.Errorf("reading the protobuf list: %w", unexpected(err))
-	}
-	d.consumed(int64(n))
+	d.buf = b
+	d.consumed(n)
 	return b, nil
 }
 
-// skip reads past a field of wire type wire whose key was read.
+// skip reads past a field of wire type wire whose key was read. A group
+// (wire type 3) is skipped to its end as the generated decoders skip it:
+// to the end of group that balances it, whatever its field number.
 func (d *decoder) skip(wire byte) error {
-	var n int64
-	switch wire {
-	case 0:
-		_, err := d.uvarint()
-		return unexpected(err)
-	case 1:
-		n = 8
-	case 5:
-		n = 4
-	case 2:
-		l, err := d.uvarint()
+	for depth := 0; ; {
+		var n int64
+		switch wire {
+		case 0:
+			if _, err := d.uvarint(); err != nil {
+				return unexpected(err)
+			}
+		case 1:
+			n = 8
+		case 5:
+			n = 4
+		case 2:
+			l, err := d.length()
+			if err != nil {
+				return err
+			}
+			n = l
+		case 3:
+			depth++
+		case 4:
+			if depth == 0 {
+				return errors.New("an end of group outside a group")
+			}
+			depth--
+		default:
+			return fmt.Errorf("unsupported wire type %d", wire)
+		}
+		if d.left >= 0 && n > d.left {
+			return errPastList
+		}
+		if _, err := d.r.Discard(int(n)); err != nil {
+			return unexpected(err)
+		}
+		d.consumed(n)
+		if depth == 0 {
+			return nil
+		}
+		k, err := d.uvarint()
 		if err != nil {
 			return unexpected(err)
 		}
-		n = int64(l)
-	default:
-		return fmt.Errorf("reading the protobuf list: unsupported wire type %d", wire)
+		wire = byte(k & 7)
 	}
-	if _, err := d.r.Discard(int(n)); err != nil {
-		return fmt.Errorf("reading the protobuf list: %w", unexpected(err))
-	}
-	d.consumed(n)
-	return nil
 }
 
 func (d *decoder) consumed(n int64) {
 	if d.left >= 0 {
 		d.left -= n
 	}
-}
-
-// byteCounter counts the bytes binary.ReadUvarint reads.
-type byteCounter struct {
-	d *decoder
-	n *int64
-}
-
-func (c byteCounter) ReadByte() (byte, error) {
-	b, err := c.d.r.ReadByte()
-	if err == nil {
-		*c.n++
-	}
-	return b, err
 }
 
 // unexpected turns an end of input in the middle of a message into

@@ -42,7 +42,7 @@ func configMaps(n int) *corev1.ConfigMapList {
 }
 
 // encode encodes obj as kube-apiserver answers in protobuf.
-func encode(t *testing.T, obj runtime.Object) []byte {
+func encode(t testing.TB, obj runtime.Object) []byte {
 	t.Helper()
 	info, ok := runtime.SerializerInfoForMediaType(kubescheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
 	if !ok {

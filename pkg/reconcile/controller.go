@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/utils/clock"
 
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
@@ -94,7 +95,6 @@ type Controller struct {
 	shutdownTimeout time.Duration
 	abortTimeout    time.Duration
 	log             logr.Logger
-	sinks           *parentSinks // c.log's, for each Reconcile's logger; nil for a discarding c.log
 	clock           clock.PassiveClock
 	ready           func() bool
 	metrics         controllerMetrics
@@ -156,8 +156,6 @@ func New(name string, r Reconciler, opts Options) (*Controller, error) {
 	}
 	if c.log.GetSink() == nil {
 		c.log = logr.Discard()
-	} else {
-		c.sinks = newParentSinks(c.log)
 	}
 	if c.queue == nil {
 		c.newQueue = func() (workqueue.Interface[Request], error) {
@@ -387,9 +385,9 @@ func (c *Controller) handle(ctx context.Context, q workqueue.Interface[Request],
 	}
 	c.mu.Unlock()
 
-	r := newRun(c.sinks, req)
-	log := r.logger(c.log, c.log.GetV())
-	ctx = r.context(ctx, log)
+	id := uuid.NewUUID()
+	log := c.log.WithValues("namespace", req.Namespace, "name", req.Name, "reconcileID", id)
+	ctx = context.WithValue(logr.NewContext(ctx, log), reconcileIDKey{}, id)
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, c.timeout, errReconcileTimeout)
@@ -464,10 +462,8 @@ type reconcileIDKey struct{}
 // IDFromContext returns the reconcileID that ctrlkit gave the Reconcile
 // running with ctx, or "" outside a Reconcile.
 func IDFromContext(ctx context.Context) types.UID {
-	if r, ok := ctx.Value(reconcileIDKey{}).(*run); ok {
-		return r.ID()
-	}
-	return ""
+	id, _ := ctx.Value(reconcileIDKey{}).(types.UID)
+	return id
 }
 
 // isNil reports whether r is nil or a nil func, pointer or map behind the

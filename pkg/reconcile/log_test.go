@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -16,54 +15,6 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
 )
-
-// countingSink counts the WithValues calls on the controller's sink (and
-// on every sink derived from it), and logs nothing.
-type countingSink struct{ withValues *atomic.Int64 }
-
-func (countingSink) Init(logr.RuntimeInfo)          {}
-func (countingSink) Enabled(level int) bool         { return level == 0 }
-func (countingSink) Info(int, string, ...any)       {}
-func (countingSink) Error(error, string, ...any)    {}
-func (s countingSink) WithName(string) logr.LogSink { return s }
-func (s countingSink) WithValues(...any) logr.LogSink {
-	s.withValues.Add(1)
-	return s
-}
-
-// A Reconcile that logs nothing costs its controller's sink no WithValues:
-// sinks format values there, and the line that would use them never comes.
-func TestReconcileLoggerBuiltOnlyWhenUsed(t *testing.T) {
-	var n atomic.Int64
-	done := make(chan struct{}, 8)
-	logs := make(chan bool, 8)
-	c, err := reconcile.New("quiet", reconcile.Func(func(ctx context.Context, r reconcile.Request) (reconcile.Result, error) {
-		if r.Name == "speaks" {
-			logr.FromContextOrDiscard(ctx).Info("one line")
-			logs <- true
-		}
-		done <- struct{}{}
-		return reconcile.Result{}, nil
-	}), reconcile.Options{Logger: logr.New(countingSink{&n})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	start(t, c)
-	before := n.Load() // the controller's own "controller" value
-	for _, name := range []string{"a", "b", "c"} {
-		c.Enqueue(req("ns", name))
-		receive(t, done, "a reconcile")
-	}
-	if got := n.Load() - before; got != 0 {
-		t.Errorf("3 Reconciles that log nothing: %d WithValues on the controller's sink, want 0", got)
-	}
-	c.Enqueue(req("ns", "speaks"))
-	receive(t, logs, "the logging reconcile")
-	receive(t, done, "the logging reconcile's end")
-	if got := n.Load() - before; got != 1 {
-		t.Errorf("a Reconcile that logs: %d WithValues, want 1", got)
-	}
-}
 
 // Lines from a Reconcile's logger, and from loggers derived from it, carry
 // the controller's and the Reconcile's values, keep the level of
@@ -138,7 +89,8 @@ func TestReconcileLoggerLines(t *testing.T) {
 }
 
 // Every Reconcile gets its own reconcileID, a version 4 UUID, the same
-// each time it is asked for, whether or not the controller logs.
+// each time it is asked for, and a logger in its context, whether or not
+// the controller logs.
 func TestReconcileIDs(t *testing.T) {
 	uuidV4 := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 	for _, tc := range []struct {

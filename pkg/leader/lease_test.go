@@ -133,16 +133,6 @@ func (s *leaseServer) store(l *coordinationv1.Lease) {
 	s.leases[l.Name] = l
 }
 
-// holder sets the holder of the Lease name, as another replica would.
-func (s *leaseServer) holder(name, holder string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l := s.leases[name].DeepCopy()
-	now := metav1.NewMicroTime(time.Now())
-	l.Spec.HolderIdentity, l.Spec.RenewTime = &holder, &now
-	s.store(l)
-}
-
 func (s *leaseServer) answer(w http.ResponseWriter, l *coordinationv1.Lease, code int) {
 	l = l.DeepCopy()
 	l.TypeMeta = metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"}

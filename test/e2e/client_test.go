@@ -1595,12 +1595,6 @@ func (g *gateLimiter) TryAccept() bool { return true }
 func (g *gateLimiter) Stop()           {}
 func (g *gateLimiter) QPS() float32    { return 0 }
 
-func (g *gateLimiter) reset() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.calls = 0
-}
-
 // TestClientLeadershipFence: under a leading context whose term of
 // leadership is over, no write is sent and each fails with an error
 // wrapping leader.ErrNotLeader. The check is at the transport, after the

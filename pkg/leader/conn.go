@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -23,9 +24,10 @@ import (
 // connection it goes out on; once its term is over, that connection sends
 // nothing more (its next write fails with an error wrapping ErrNotLeader,
 // and it is closed), so a process paused between the check and the socket
-// does not send the write when it wakes either. Other requests that shared
-// that connection fail with it and client-go retries its reads; keep the
-// informers' watches on a client of their own, as the manager does.
+// does not send the write when it wakes either. A read it cut short is
+// sent again once, on a new connection; other requests in flight on it
+// fail, watches among them: keep the informers' watches on a client of
+// their own, as the manager does.
 // Requests whose context belongs to no term pass unchanged.
 //
 // It sets cfg's Dial (wrapping the one cfg has, or client-go's default:
@@ -111,7 +113,13 @@ type fenceTransport struct {
 func (ft fenceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return ft.next.RoundTrip(req)
+		resp, err := ft.next.RoundTrip(req)
+		if errors.Is(err, ErrNotLeader) && req.Context().Err() == nil {
+			// The connection closed under the read, refusing to send for a
+			// term that is over: the retry dials a new one.
+			return ft.next.RoundTrip(req)
+		}
+		return resp, err
 	}
 	ctx := req.Context()
 	t, ok := ctx.Value(termKey{}).(*term)

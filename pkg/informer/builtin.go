@@ -20,12 +20,9 @@ import (
 // is read (internal/protolist), when Clients.Config is set and does not
 // name a ContentType other than protobuf; otherwise through client-go's
 // SharedInformerFactory and the clientset. client-go's REST client reads a
-// whole list before it decodes any of it. Reading 10,000 ConfigMaps
-// (4.9 MB) on a 2-core VM, median of 9 rounds of bench/cmd/listtime: list,
-// then decode 81.6 ms; decoded while read 54.8 ms (0.67x), and in pages of
-// 10,000 (two, the second of 2 objects) 56.1 ms; WatchList, as client-go's
-// reflectors fill a cache by default, 86.0 ms (1.05x). Watches decode each
-// event as it comes, as the clientset's do.
+// whole list before it decodes any of it; what decoding while reading
+// buys is measured in docs/design.md. Watches decode each event as it
+// comes, as the clientset's do.
 
 // streamsLists reports whether built-in types are listed in protobuf and
 // decoded while read: Clients.Config is set and asks for protobuf or

@@ -19,12 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	restclientwatch "k8s.io/client-go/rest/watch"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/ctrlkit/ctrlkit/pkg/fake"
 )
@@ -189,44 +187,6 @@ func TestProtobufClientset(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAllProtobuf(t, log, "GET", "GET watch", "POST", "PUT", "DELETE")
-}
-
-// TestProtobufInformer checks a SharedInformer over a protobuf clientset:
-// it lists and watches in protobuf, syncs, and sees later writes.
-func TestProtobufInformer(t *testing.T) {
-	c := newCluster(t, configMap("ns", "seed", nil))
-	cs, log := protobufClientset(t, c)
-	ctx, cancel := context.WithCancel(t.Context())
-	factory := informers.NewSharedInformerFactory(cs, 0)
-	defer factory.Shutdown()
-	defer cancel()
-	inf := factory.Core().V1().ConfigMaps().Informer()
-	events := make(chan string, 10)
-	if _, err := inf.AddEventHandler(recorder(events)); err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		t.Fatal("informer did not sync")
-	}
-	expect(t, events, "add ns/seed")
-	cms := cs.CoreV1().ConfigMaps("ns")
-	cm, err := cms.Create(ctx, configMap("ns", "a", nil), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	expect(t, events, "add ns/a")
-	cm.Data = map[string]string{"k": "v"}
-	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	expect(t, events, "update ns/a")
-	if err := cms.Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	expect(t, events, "delete ns/a")
-	// client-go's informers fill their cache with a watch (WatchList).
-	checkAllProtobuf(t, log, "GET watch")
 }
 
 // TestProtobufWire checks the bytes: an object, a list and an error are

@@ -83,6 +83,7 @@ type Manager struct {
 	addr            net.Addr
 	metricsAddr     net.Addr // of the secure metrics server
 	broadcaster     record.EventBroadcaster
+	eventLog        logGate                 // of the broadcaster's logger: closed when Run returns
 	stopped         bool                    // Run has returned; events are dropped
 	cancelRun       context.CancelCauseFunc // of Run's ctx, while it runs
 	lost            error                   // the lease loss that made Run abort
@@ -407,8 +408,10 @@ func (m *Manager) EventRecorder(component string) record.EventRecorder {
 		return &record.FakeRecorder{}
 	}
 	if m.broadcaster == nil {
-		// Its goroutines log through the context's logger, not global klog.
-		m.broadcaster = record.NewBroadcaster(record.WithContext(logr.NewContext(context.Background(), m.log)))
+		// Its goroutines log through the context's logger, not global klog,
+		// gated so that a write still in flight when Run returns does not
+		// log after it (Run closes the gate).
+		m.broadcaster = record.NewBroadcaster(record.WithContext(logr.NewContext(context.Background(), gated(m.log, &m.eventLog))))
 		m.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: m.kube.CoreV1().Events("")})
 	}
 	scheme := m.opts.Informers.Scheme

@@ -250,4 +250,5 @@ func (m *Manager) stopBroadcaster() {
 	if b != nil {
 		b.Shutdown()
 	}
+	m.eventLog.close()
 }

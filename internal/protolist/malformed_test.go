@@ -13,8 +13,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	kubescheme "k8s.io/client-go/kubernetes/scheme"
 )
 
 // uv is the varint encoding of v.
@@ -139,42 +137,5 @@ func TestPagesMetadataInParts(t *testing.T) {
 		if last == "3" && (err == nil || !strings.Contains(err.Error(), `from "2" to "3"`)) {
 			t.Errorf("a token changed: %v", err)
 		}
-	}
-}
-
-// TestSlimLeavesAmbiguityAlone: an object with two ObjectMetas (which the
-// decoder merges) is left as it is; an envelope names the kind and holds
-// the object its last TypeMeta and Raw give, as the decoder reads it.
-func TestSlimLeavesAmbiguityAlone(t *testing.T) {
-	cm, err := managed(1).Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	twice := append(bytes.Clone(cm), cm...)
-	for name, s := range slims() {
-		if out, labels := s.Object(bytes.Clone(twice)); !bytes.Equal(out, twice) || labels != nil {
-			t.Errorf("%s: two ObjectMetas: changed", name)
-		}
-	}
-
-	var buf bytes.Buffer
-	obj := managed(1)
-	obj.APIVersion, obj.Kind = "v1", "ConfigMap"
-	if err := protobuf.NewSerializer(kubescheme.Scheme, kubescheme.Scheme).Encode(obj, &buf); err != nil {
-		t.Fatal(err)
-	}
-	listKind := []byte{0x0a, 0x0f, 0x12, 0x0d}
-	listKind = append(listKind, "ConfigMapList"...)
-	kinds := ObjectKinds(kubescheme.Scheme, corev1.SchemeGroupVersion)
-	lastIsList := append(bytes.Clone(buf.Bytes()), listKind...)
-	if out, _ := (Slim{ManagedFields: true}).Envelope(bytes.Clone(lastIsList), kinds); !bytes.Equal(out, lastIsList) {
-		t.Error("an envelope whose last TypeMeta names a list changed")
-	}
-	if kind, _, ok := Unwrap(lastIsList); !ok || string(kind) != "ConfigMapList" {
-		t.Errorf("Unwrap: kind %q, %v; want the last TypeMeta's", kind, ok)
-	}
-	lastRaw := append(bytes.Clone(buf.Bytes()), 0x12, 0x01, 0x00)
-	if _, raw, ok := Unwrap(lastRaw); !ok || !bytes.Equal(raw, []byte{0}) {
-		t.Errorf("Unwrap: raw %q, %v; want the last Raw", raw, ok)
 	}
 }

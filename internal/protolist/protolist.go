@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -91,10 +90,6 @@ type Hooks struct {
 	// the only one to see each, and New may return the same value every
 	// time, to decode every item into.
 	Discard bool
-	// Slim, when not nil, slims each item's encoding before it is decoded
-	// (Slim.Object) and sets the labels it took out on the decoded item,
-	// before Decoded. The items' kind must be one of ObjectKinds.
-	Slim *Slim
 }
 
 // DecodeBody decodes a list answer's body: in protobuf, item by item
@@ -237,18 +232,9 @@ func (d *decoder) list(n int64, l *List) error {
 			if err != nil {
 				return err
 			}
-			var labels map[string]string
-			if d.hooks.Slim != nil {
-				b, labels = d.hooks.Slim.Object(b) // b is d.buf, the decoder's own
-			}
 			item := d.hooks.New()
 			if err := item.Unmarshal(b); err != nil {
 				return fmt.Errorf("decoding item %d of the list: %w", len(l.Items), err)
-			}
-			if labels != nil {
-				if err := SetLabels(item, labels); err != nil {
-					return fmt.Errorf("decoding item %d of the list: %w", len(l.Items), err)
-				}
 			}
 			if d.hooks.Decoded != nil {
 				d.hooks.Decoded(item)
@@ -421,15 +407,4 @@ func unexpected(err error) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
-}
-
-// SetLabels sets labels, which a Slim took out of obj's encoding, on obj
-// decoded.
-func SetLabels(obj runtime.Object, labels map[string]string) error {
-	a, err := meta.Accessor(obj)
-	if err != nil {
-		return err
-	}
-	a.SetLabels(labels)
-	return nil
 }

@@ -49,19 +49,12 @@ func (c *Cache) builtInInformer(rt reflect.Type, gvk schema.GroupVersionKind) (b
 		return nil, err
 	}
 	resync := c.resyncFor(rt)
-	var slim, slimShared *protolist.Slim
-	if protolist.ObjectKinds(kubescheme.Scheme, gvk.GroupVersion())[gvk.Kind] {
-		slim = &protolist.Slim{ManagedFields: !c.opts.KeepManagedFields, Labels: c.labels}
-		// decodeSharing decodes labels into maps it shares.
-		slimShared = &protolist.Slim{ManagedFields: !c.opts.KeepManagedFields}
-	}
 	newItem := func() protolist.Item { return reflect.New(rt.Elem()).Interface().(protolist.Item) }
 	return func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions), share *sharer) (cache.SharedIndexInformer, error) {
 		return restInformer(rc, rt, gvr, ns, tweak, resync, func(ctx context.Context, opts metav1.ListOptions, request func(metav1.ListOptions) *rest.Request) (runtime.Object, error) {
 			hooks := func() protolist.Hooks {
-				h := protolist.Hooks{New: newItem, Slim: slim}
+				h := protolist.Hooks{New: newItem}
 				if share != nil {
-					h.Slim = slimShared
 					d := &decodeSharing{s: share}
 					h.New = func() protolist.Item {
 						item := newItem()
@@ -127,44 +120,3 @@ const (
 	initialPage   = 10000
 	pagesInFlight = 3
 )
-
-// slimming is a NegotiatedSerializer whose decoders slim
-// protobuf-encoded objects of kinds before decoding them
-// (protolist.Slim.Envelope), for the built-in types' REST clients of a
-// cache: managedFields the cache would drop, decoded only to be dropped,
-// are garbage between the pieces of the objects the cache keeps
-// (internal/protolist/strip.go); labels are decoded with the cache's
-// shared strings.
-type slimming struct {
-	runtime.NegotiatedSerializer
-	kinds map[string]bool
-	slim  protolist.Slim
-}
-
-// DecoderToVersion wraps the serializer's decoder.
-func (s slimming) DecoderToVersion(d runtime.Decoder, gv runtime.GroupVersioner) runtime.Decoder {
-	return slimmingDecoder{Decoder: s.NegotiatedSerializer.DecoderToVersion(d, gv), kinds: s.kinds, slim: s.slim}
-}
-
-// slimmingDecoder slims data in place before decoding it: its callers,
-// client-go's REST client and watch decoder, give it bytes of their own
-// (a response body, a watch event's copy of its object) that nothing
-// reads after the decode.
-type slimmingDecoder struct {
-	runtime.Decoder
-	kinds map[string]bool
-	slim  protolist.Slim
-}
-
-// Decode slims, decodes, and sets the labels the slimming took out.
-func (d slimmingDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	data, labels := d.slim.Envelope(data, d.kinds)
-	obj, gvk, err := d.Decoder.Decode(data, defaults, into)
-	if err != nil || labels == nil {
-		return obj, gvk, err
-	}
-	if err := protolist.SetLabels(obj, labels); err != nil {
-		return nil, nil, err
-	}
-	return obj, gvk, nil
-}

@@ -24,8 +24,6 @@ import (
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-
-	"github.com/ctrlkit/ctrlkit/internal/protolist"
 )
 
 // Options are the factory options client-go users know. The zero value
@@ -157,10 +155,6 @@ type Cache struct {
 	// Cache has started (nil before), for AwaitWrite; replaced, never
 	// changed, under mu.
 	byResource atomic.Pointer[map[schema.GroupVersionResource][]*entry]
-	// labels holds the strings of the labels decoded from protobuf, one
-	// per distinct key or value (bounded), for every informer of the
-	// Cache.
-	labels *protolist.Interner
 }
 
 // entryKey identifies a declaration: a kind as a Go type (For,
@@ -197,7 +191,6 @@ func New(clients Clients, opts Options) (*Cache, error) {
 		resync:  make(map[reflect.Type]time.Duration),
 		byType:  make(map[reflect.Type]TypeOptions),
 		entries: make(map[entryKey]*entry),
-		labels:  protolist.NewInterner(),
 	}
 	for obj, to := range opts.ByType {
 		if _, ok := obj.(metav1.Object); !ok {

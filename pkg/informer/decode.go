@@ -23,7 +23,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ctrlkit/ctrlkit/internal/kube"
-	"github.com/ctrlkit/ctrlkit/internal/protolist"
 )
 
 // Custom types are listed and watched as JSON through a REST client of
@@ -74,12 +73,7 @@ func (c *Cache) restFor(gv schema.GroupVersion, proto bool) (rest.Interface, err
 	if rc, ok := clients[gv]; ok {
 		return rc, nil
 	}
-	ns := kube.WithoutConversion(codecs)
-	if proto {
-		ns = slimming{NegotiatedSerializer: ns, kinds: protolist.ObjectKinds(kubescheme.Scheme, gv),
-			slim: protolist.Slim{ManagedFields: !c.opts.KeepManagedFields, Labels: c.labels}}
-	}
-	rc, err := kube.RESTClient(t.cfg, t.http, ns, gv, proto)
+	rc, err := kube.RESTClient(t.cfg, t.http, kube.WithoutConversion(codecs), gv, proto)
 	if err != nil {
 		return nil, err
 	}

@@ -85,11 +85,7 @@
 //
 // Objects in the cache are shared: never mutate an object from a Lister,
 // DeepCopy it first. Unless Options.KeepManagedFields is set, managedFields
-// are stripped before objects enter the cache; built-in types, read as
-// protobuf, lose them before they are decoded. Their labels are decoded
-// with strings shared by every object of the Cache that carries equal
-// ones (up to 4,096 distinct strings of up to 128 bytes; others are the
-// object's own); strings are immutable, so no reader can tell.
+// are stripped before objects enter the cache.
 //
 // Handler turns add, update and delete events into namespace/name keys,
 // through a MapFunc (ObjectKey, OwnerKey, ClusterOwnerKey or a user

@@ -145,33 +145,13 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	// end of a term, which closes a connection that carried its writes,
 	// leaves the watches be.
 	var own conns
-	readCfg := rest.CopyConfig(cfg)
-	readCfg.Dial = own.dial(readCfg.Dial)
-	readHC, err := rest.HTTPClientFor(readCfg)
-	if err != nil {
-		return nil, fmt.Errorf("manager: building the HTTP client: %w", err)
-	}
-	writeCfg := leader.FenceConfig(cfg)
-	writeCfg.Dial = own.dial(writeCfg.Dial)
-	writeHC, err := rest.HTTPClientFor(writeCfg)
-	if err != nil {
-		return nil, fmt.Errorf("manager: building the HTTP client: %w", err)
-	}
-	kube, err := newClientset(cfg, writeHC)
+	readHC, cacheKube, cacheDyn, err := ownClients(cfg, &own)
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfigAndClient(cfg, writeHC)
-	if err != nil {
-		return nil, fmt.Errorf("manager: building dynamic client: %w", err)
-	}
-	cacheKube, err := newClientset(cfg, readHC)
+	writeHC, kube, dyn, err := ownClients(leader.FenceConfig(cfg), &own)
 	if err != nil {
 		return nil, err
-	}
-	cacheDyn, err := dynamic.NewForConfigAndClient(cfg, readHC)
-	if err != nil {
-		return nil, fmt.Errorf("manager: building dynamic client: %w", err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cacheKube.Discovery()))
 	// The Lease gets a client of its own, so the workload cannot starve it.
@@ -181,15 +161,13 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m.kube, m.dyn = kube, dyn
+	m.conns = &own
 	if m.shard != nil {
+		m.shard.filter = filter
 		// The sharder's label writes are fenced by its own Lease.
 		if m.shard.md, err = metadata.NewForConfigAndClient(cfg, writeHC); err != nil {
 			return nil, fmt.Errorf("manager: Options.Sharding: building the metadata client: %w", err)
 		}
-	}
-	m.conns = &own
-	if m.shard != nil {
-		m.shard.filter = filter
 	}
 	m.client, err = client.New(cfg, client.Options{
 		HTTPClient:     writeHC,
@@ -206,6 +184,26 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("manager: registering rest_client metrics: %w", err)
 	}
 	return m, nil
+}
+
+// ownClients returns an HTTP client built from cfg whose connections own
+// tracks, and a clientset (newClientset) and a dynamic client on it.
+func ownClients(cfg *rest.Config, own *conns) (*http.Client, *kubernetes.Clientset, *dynamic.DynamicClient, error) {
+	c := rest.CopyConfig(cfg)
+	c.Dial = own.dial(c.Dial)
+	hc, err := rest.HTTPClientFor(c)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("manager: building the HTTP client: %w", err)
+	}
+	kube, err := newClientset(c, hc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	dyn, err := dynamic.NewForConfigAndClient(c, hc)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("manager: building dynamic client: %w", err)
+	}
+	return hc, kube, dyn, nil
 }
 
 // newClientset is the manager's clientset on hc: every request in

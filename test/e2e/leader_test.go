@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 
@@ -228,10 +229,18 @@ func TestLeaderElectionFailover(t *testing.T) {
 	t.Logf("leader %s reconciled %d times; standbys none", first.id, first.called.Load())
 
 	// 2. Graceful handover: the leader's ctx is cancelled and it releases
-	// the lease; a standby reconciles within 2 × RetryPeriod.
+	// the lease before Run returns, so a standby need not wait for it to
+	// expire.
 	cancelled := time.Now()
 	if err := first.run.stop(t); err != nil {
 		t.Fatalf("leader's Run after graceful shutdown = %v, want nil", err)
+	}
+	lease, err := kube.CoordinationV1().Leases(ns).Get(t.Context(), "failover", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := lease.Spec.HolderIdentity; h != nil && *h == first.id {
+		t.Fatalf("after %s's Run returned, the Lease still names it as holder: a graceful stop must release the Lease", first.id)
 	}
 	var second *replica
 	eventually(t, waitTimeout, func() bool { second = leaderOf(t, rs); return second != nil }, "a new leader after the graceful stop")
@@ -242,10 +251,7 @@ func TestLeaderElectionFailover(t *testing.T) {
 		return ok
 	}, "the new leader %s to reconcile", second.id)
 	graceful := took.Sub(cancelled)
-	t.Logf("FAILOVER graceful: %s cancelled -> %s reconciling: %v (bound 2 × RetryPeriod = %v)", first.id, second.id, graceful.Round(time.Millisecond), 2*retryPeriod)
-	if graceful > 2*retryPeriod {
-		t.Errorf("graceful failover took %v, want <= 2 × RetryPeriod (%v)", graceful, 2*retryPeriod)
-	}
+	t.Logf("FAILOVER graceful: %s cancelled -> %s reconciling: %v (RetryPeriod %v, LeaseDuration %v)", first.id, second.id, graceful.Round(time.Millisecond), retryPeriod, leaseDuration)
 	eventually(t, waitTimeout, func() bool { return second.called.Load() >= objects+1 }, "the new leader to reconcile every object (replay on acquire)")
 
 	// 3. Hard failure: the leader stops renewing without releasing. A
@@ -273,7 +279,7 @@ func TestLeaderElectionFailover(t *testing.T) {
 		t.Errorf("a standby led %v after the leader was cut off, before the leader could have given up (RenewDeadline %v)", hard, renewDeadline)
 	}
 	// The cut-off leader gives up: Run returns an error saying so.
-	err := second.run.wait(t, waitTimeout)
+	err = second.run.wait(t, waitTimeout)
 	if !errors.Is(err, leader.ErrLeaseLost) {
 		t.Fatalf("cut-off leader's Run = %v, want an error wrapping leader.ErrLeaseLost", err)
 	}

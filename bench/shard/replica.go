@@ -146,7 +146,7 @@ func replicaMain(name, configPath string) int {
 	if err != nil {
 		return fail(err)
 	}
-	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache())
+	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache(), mgr.ShardScope())
 	if err != nil {
 		return fail(err)
 	}

@@ -136,16 +136,20 @@ func ShardingOptions(namespace, pod string) *manager.ShardingOptions {
 // Setup declares the informers and adds the controller to mgr, whose
 // scheme must come from NewScheme. It fails if the Website CRD is not
 // installed.
+//
+// The Websites, Deployments and Services are declared in the manager's
+// shard scope: sharded, each replica caches its share of them; without
+// sharding, the scope is nil and they are declared as usual.
 func Setup(mgr *manager.Manager) error {
-	websites, err := informer.For[*v1alpha1.Website](mgr.Cache())
+	websites, err := informer.For[*v1alpha1.Website](mgr.Cache(), mgr.ShardScope())
 	if err != nil {
 		return err
 	}
-	deployments, err := informer.For[*appsv1.Deployment](mgr.Cache())
+	deployments, err := informer.For[*appsv1.Deployment](mgr.Cache(), mgr.ShardScope())
 	if err != nil {
 		return err
 	}
-	services, err := informer.For[*corev1.Service](mgr.Cache())
+	services, err := informer.For[*corev1.Service](mgr.Cache(), mgr.ShardScope())
 	if err != nil {
 		return err
 	}

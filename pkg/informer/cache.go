@@ -37,15 +37,6 @@ type Options struct {
 	// TweakListOptions edits the list and watch options of every informer,
 	// for example to set a label or field selector.
 	TweakListOptions func(*metav1.ListOptions)
-	// OutOfScope, when set, reports whether the object a Write describes
-	// is certainly outside what the informers of w.Resource list and watch
-	// because of a wrapper of the rest config's transport, which the Cache
-	// cannot see (a manager with Options.Sharding narrows the sharded
-	// resources there). AwaitWrite then does not wait for that object once
-	// the informer holds nothing at its key, as for an object outside the
-	// namespaces and selectors the Cache knows. It is called for each
-	// awaited write, and must be fast and safe for concurrent use.
-	OutOfScope func(Write) bool
 	// Resync is the default resync period; 0 disables resync.
 	Resync time.Duration
 	// ResyncByType overrides Resync per Go type, keyed by an example object
@@ -164,6 +155,7 @@ type entryKey struct {
 	gvk    schema.GroupVersionKind
 	gvr    schema.GroupVersionResource
 	goType reflect.Type // nil for unstructured
+	scope  *Scope       // nil: the informer declared without one
 }
 
 // New returns a Cache that lists and watches through clients. It fails if a
@@ -353,7 +345,11 @@ func (c *Cache) declare(key entryKey, gk schema.GroupKind, goType reflect.Type, 
 	if err != nil {
 		return nil, err
 	}
-	e := &entry{c: c, key: key, name: name, gk: gk, goType: goType, plan: p, lost: make(chan struct{}, 1)}
+	if key.scope != nil {
+		name += " in scope " + key.scope.name
+	}
+	e := &entry{c: c, key: key, name: name, gk: gk, goType: goType, plan: p, lost: make(chan struct{}, 1), rescoped: make(chan struct{}, 1)}
+	key.scope.add(e)
 	if p.resolved {
 		gvr := p.gvr
 		e.gvr.Store(&gvr)

@@ -5,7 +5,8 @@
 // (namespaces, list options, resync). An informer is declared with For (a
 // typed informer for a Go type in the scheme, built-in or custom),
 // ForResource (unstructured objects of any resource) or ForMetadata.
-// Declaring the same type twice returns the same informer. Nothing is
+// Declaring the same type twice (in the same Scope, if any) returns the
+// same informer. Nothing is
 // cached that was not declared. Every informer is a client-go
 // SharedIndexInformer; how it lists and decodes is said below. Every
 // informer fills its cache with a consistent list (resourceVersion ""),
@@ -23,6 +24,13 @@
 // that is not cached is an ErrNamespaceNotCached error, never an empty
 // answer taken for the truth. Handlers of such an informer are called from
 // one goroutine per namespace.
+//
+// Scopes: an informer declared in a Scope (For[T](c, scope)) is another
+// informer of the type, apart from the one declared without it, narrowed
+// by the Scope's label selector or shardSelector. Scope.Set changes them
+// while the informer runs: it lists anew beside the running one, switches
+// once synced, and tells its handlers what left and what entered (see
+// Scope). A manager's shard scope is one (manager.Manager.ShardScope).
 //
 // Runtime: informers may be declared before or after Start; declared
 // after, they start at once (WaitForSources waits for them). Cache.Use

@@ -72,6 +72,7 @@ func (c *Cache) release(e *entry) {
 		c.order = slices.DeleteFunc(c.order, func(x *entry) bool { return x == e })
 		c.publish()
 		c.typed.errs.forget(e.name)
+		e.key.scope.remove(e)
 	}
 	stop, done := e.stop, e.done
 	e.mu.Unlock()
@@ -101,7 +102,7 @@ func (c *Cache) launch(ctx context.Context, e *entry) {
 	log := logr.FromContextOrDiscard(ctx).WithValues("informer", e.name)
 	var first *running
 	if e.served.Load() {
-		first = e.startParts(ctx, log)
+		first = e.startParts(ctx, log, false)
 	}
 	c.runners.Go(func() {
 		defer close(done)
@@ -112,8 +113,9 @@ func (c *Cache) launch(ctx context.Context, e *entry) {
 // running is a set of started parts: stop ends them and returns once
 // their goroutines have; err is why they could not start (nothing runs).
 type running struct {
-	stop func()
-	err  error
+	stop  func()
+	err   error
+	parts []*part
 }
 
 // run is e's supervisor: it waits until e's API is served, runs the parts
@@ -130,7 +132,7 @@ func (e *entry) run(ctx context.Context, log logr.Logger, first *running) {
 			if !e.awaitServed(ctx, log) {
 				return
 			}
-			r = e.startParts(ctx, log)
+			r = e.startParts(ctx, log, false)
 		}
 		if r.err != nil {
 			r.stop()
@@ -141,7 +143,7 @@ func (e *entry) run(ctx context.Context, log logr.Logger, first *running) {
 			}
 			continue
 		}
-		gone := e.awaitGone(ctx, log)
+		gone := e.awaitGone(ctx, log, &r)
 		r.stop()
 		if !gone {
 			return
@@ -181,12 +183,17 @@ func (e *entry) awaitServed(ctx context.Context, log logr.Logger) bool {
 
 // awaitGone blocks until ctx ends (false) or a part found the resource
 // gone and discovery confirms it (true). A 404 that discovery contradicts
-// is logged, and the reflector retries as it always does.
-func (e *entry) awaitGone(ctx context.Context, log logr.Logger) bool {
+// is logged, and the reflector retries as it always does. When the
+// entry's Scope changes meanwhile, it switches *r to parts of the new
+// scope (rescope).
+func (e *entry) awaitGone(ctx context.Context, log logr.Logger, r **running) bool {
 	for {
 		select {
 		case <-ctx.Done():
 			return false
+		case <-e.rescoped:
+			*r = e.rescope(ctx, log, *r)
+			continue
 		case <-e.lost:
 		}
 		ok, err := e.c.serves(e)
@@ -208,18 +215,71 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// rescope starts parts of the entry's new scope beside cur, the running
+// ones, and once they have synced switches to them and stops cur. It
+// keeps cur if ctx ends first, if the new parts cannot start, or if a
+// list finds the resource gone (signalled again for awaitGone).
+func (e *entry) rescope(ctx context.Context, log logr.Logger, cur *running) *running {
+	next := e.startParts(ctx, log, true)
+	keep := func() *running {
+		next.stop()
+		e.mu.Lock()
+		for _, r := range e.handlers {
+			for _, p := range e.pending {
+				delete(r.regs, p)
+			}
+		}
+		e.pending = nil
+		e.mu.Unlock()
+		return cur
+	}
+	if next.err != nil {
+		log.Error(next.err, "Could not start the informer in its new scope; it keeps its old one")
+		return keep()
+	}
+	// Synced, and every handler handed the initial list (which it drops):
+	// else the list's adds would reach the handlers after the switch.
+	var synced []<-chan struct{}
+	e.mu.Lock()
+	for _, p := range next.parts {
+		synced = append(synced, p.inf.HasSyncedChecker().Done())
+		for _, r := range e.handlers {
+			if reg, ok := r.regs[p]; ok {
+				synced = append(synced, reg.HasSyncedChecker().Done())
+			}
+		}
+	}
+	e.mu.Unlock()
+	for _, done := range synced {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return keep()
+		case <-e.lost:
+			e.lost <- struct{}{}
+			return keep()
+		}
+	}
+	old := e.switchTo(next.parts)
+	cur.stop()
+	log.V(1).Info("Informer switched to its new scope", "parts", len(next.parts), "replacedParts", len(old))
+	return next
+}
+
 // startParts builds one part per namespace, gives each the entry's
-// transform, indexes and handlers, publishes them and runs them with a
-// child of ctx.
-func (e *entry) startParts(ctx context.Context, log logr.Logger) *running {
+// transform, indexes and handlers, and runs them with a child of ctx. It
+// publishes them, unless gated: parts of a new scope are published by
+// switchTo.
+func (e *entry) startParts(ctx context.Context, log logr.Logger, gated bool) *running {
 	ctx, cancel := context.WithCancel(logr.NewContext(ctx, log)) // client-go's logs name the informer
 	var wg sync.WaitGroup
 	r := &running{stop: func() { cancel(); wg.Wait() }}
-	parts, err := e.buildParts()
+	parts, err := e.buildParts(gated)
 	if err != nil {
 		r.err = err
 		return r
 	}
+	r.parts = parts
 	for _, p := range parts {
 		wg.Go(func() { p.inf.RunWithContext(ctx) })
 	}
@@ -227,13 +287,15 @@ func (e *entry) startParts(ctx context.Context, log logr.Logger) *running {
 	return r
 }
 
-// buildParts builds and publishes e's parts, not started.
-func (e *entry) buildParts() ([]*part, error) {
+// buildParts builds e's parts, not started, and publishes them; gated,
+// it keeps them pending instead.
+func (e *entry) buildParts(gated bool) ([]*part, error) {
 	gvr := e.resource()
 	nss, tweak, err := e.c.scopeFor(e.goType, e.plan.namespaced)
 	if err != nil {
 		return nil, err
 	}
+	tweak = e.key.scope.tweak(tweak)
 	var share *sharer
 	if e.c.opts.ShareMetadata {
 		share = newSharer()
@@ -263,18 +325,22 @@ func (e *entry) buildParts() ([]*part, error) {
 		if err := inf.SetWatchErrorHandlerWithContext(e.watchErrorHandler); err != nil {
 			return nil, fmt.Errorf("setting the watch error handler: %w", err)
 		}
-		p := &part{inf: inf, alone: []cache.Indexer{inf.GetIndexer()}, scope: newScope(ns, tweak), closed: make(chan struct{})}
+		p := &part{inf: inf, alone: []cache.Indexer{inf.GetIndexer()}, scope: newScope(ns, tweak), closed: make(chan struct{}), gated: gated}
 		p.writes.waiters = make(map[chan struct{}]struct{})
 		parts = append(parts, p)
 	}
 	for _, p := range parts {
 		for _, r := range e.handlers {
-			reg, err := p.inf.AddEventHandler(r.h)
+			reg, err := p.inf.AddEventHandler(p.handler(r.h))
 			if err != nil {
 				return nil, fmt.Errorf("adding an event handler: %w", err)
 			}
 			r.regs[p] = reg
 		}
+	}
+	if gated {
+		e.pending = parts
+		return parts, nil
 	}
 	e.parts.Store(&parts)
 	e.served.Store(true)
@@ -285,6 +351,9 @@ func (e *entry) buildParts() ([]*part, error) {
 // discovery whether the resource went away; other errors are logged as
 // client-go logs them.
 func (e *entry) watchErrorHandler(ctx context.Context, r *cache.Reflector, err error) {
+	if ctx.Err() != nil {
+		return // the part is being stopped (a new scope, a removal): not an error
+	}
 	if apierrors.IsNotFound(err) {
 		select {
 		case e.lost <- struct{}{}:

@@ -41,7 +41,7 @@ var metadataType = reflect.TypeFor[*metav1.PartialObjectMetadata]()
 // declaration that exists. The same declaration rules as For apply
 // otherwise: it consults the API server's discovery (TypeOptions.WhenServed
 // lets it wait for the API), and after Start the informer starts at once.
-func ForMetadata[T runtime.Object](c *Cache) (*Informer[*metav1.PartialObjectMetadata], error) {
+func ForMetadata[T runtime.Object](c *Cache, in ...*Scope) (*Informer[*metav1.PartialObjectMetadata], error) {
 	rt := reflect.TypeFor[T]()
 	if rt.Kind() != reflect.Pointer || rt.Elem().Kind() != reflect.Struct {
 		return nil, fmt.Errorf("informer: ForMetadata[%v]: T must be a pointer to an API struct, e.g. ForMetadata[*corev1.Secret]", rt)
@@ -54,7 +54,11 @@ func ForMetadata[T runtime.Object](c *Cache) (*Informer[*metav1.PartialObjectMet
 		return nil, fmt.Errorf("informer: ForMetadata[%v]: type is not in the scheme: register it with its AddToScheme in informer.Options.Scheme: %w", rt, err)
 	}
 	gvk := gvks[0]
-	key := entryKey{gvk: gvk, goType: metadataType}
+	scope, err := oneScope(fmt.Sprintf("informer: ForMetadata[%v]", rt), in)
+	if err != nil {
+		return nil, err
+	}
+	key := entryKey{gvk: gvk, goType: metadataType, scope: scope}
 	if e := c.lookup(key); e != nil {
 		return newInformer[*metav1.PartialObjectMetadata](e), nil
 	}

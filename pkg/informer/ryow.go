@@ -89,14 +89,13 @@ func (c *Cache) AwaitWrite(ctx context.Context, w Write) error {
 		return nil // not started
 	}
 	entries := (*byResource)[w.Resource]
-	outside := !w.Deleted && c.opts.OutOfScope != nil && c.opts.OutOfScope(w)
 	key := w.Name
 	if w.Namespace != "" {
 		key = w.Namespace + "/" + w.Name
 	}
 	for _, e := range entries {
 		for _, p := range e.current() {
-			if err := p.await(ctx, e.name, w, key, outside); err != nil {
+			if err := p.await(ctx, e.name, w, key); err != nil {
 				return err
 			}
 		}
@@ -227,7 +226,7 @@ func (p *part) observe(obj any) {
 // await blocks until p reflects w, whose object is at key, or ctx ends,
 // or p is taken out of its entry (the API went away, or the informer was
 // removed: it will not hold the object). name names the informer.
-func (p *part) await(ctx context.Context, name string, w Write, key string, outside bool) error {
+func (p *part) await(ctx context.Context, name string, w Write, key string) error {
 	t := &p.writes
 	wake := make(chan struct{}, 1)
 	t.mu.Lock()
@@ -261,7 +260,7 @@ func (p *part) await(ctx context.Context, name string, w Write, key string, outs
 			synced = nil
 		default:
 		}
-		if p.reflects(w, key, synced == nil, outside) {
+		if p.reflects(w, key, synced == nil) {
 			return nil
 		}
 		select {
@@ -281,9 +280,8 @@ func (p *part) await(ctx context.Context, name string, w Write, key string, outs
 // reflects reports whether e's store reflects w. Until the handler has seen
 // the initial list (synced), only finding the object at w's version or
 // later counts: list events arrive in no particular order, and a missing
-// object may just not be listed yet. outside says Options.OutOfScope put
-// w's object outside the informer.
-func (p *part) reflects(w Write, key string, synced, outside bool) bool {
+// object may just not be listed yet.
+func (p *part) reflects(w Write, key string, synced bool) bool {
 	var m metav1.Object
 	if obj, ok, err := p.inf.GetIndexer().GetByKey(key); err == nil && ok {
 		m, _ = meta.Accessor(obj)
@@ -308,5 +306,5 @@ func (p *part) reflects(w Write, key string, synced, outside bool) bool {
 	}
 	// Out of scope: the informer will never hold it. If it still holds the
 	// key, an event removing that object is on its way.
-	return m == nil && (outside || p.scope.excludes(w))
+	return m == nil && p.scope.excludes(w)
 }

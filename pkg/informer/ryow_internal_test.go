@@ -70,10 +70,10 @@ func TestReflectsBeforeSync(t *testing.T) {
 		{Namespace: "team-a", Name: "a", UID: "uid-a", Deleted: true},
 	} {
 		key := w.Namespace + "/" + w.Name
-		if e.reflects(w, key, false, false) {
+		if e.reflects(w, key, false) {
 			t.Errorf("before sync, reflects(%+v) = true, want false", w)
 		}
-		if !e.reflects(w, key, true, false) {
+		if !e.reflects(w, key, true) {
 			t.Errorf("after sync, reflects(%+v) = false, want true", w)
 		}
 	}

@@ -327,12 +327,6 @@ func TestAwaitWriteOutOfScope(t *testing.T) {
 			out:  wrote(versioned("default", "b", "u", "99", nil)),
 		},
 		{
-			name: "OutOfScope (a transport's label selector)",
-			opts: informer.Options{OutOfScope: func(w informer.Write) bool { return w.Labels["shard"] != "me" }},
-			in:   wrote(versioned("default", "a", "u", "99", map[string]string{"shard": "me"})),
-			out:  wrote(versioned("default", "a", "u", "99", map[string]string{"shard": "other"})),
-		},
-		{
 			name:     "other field selector",
 			opts:     informer.Options{ByType: map[runtime.Object]informer.TypeOptions{&corev1.ConfigMap{}: {FieldSelector: "immutable=true"}}},
 			in:       wrote(versioned("default", "a", "u", "99", nil)),

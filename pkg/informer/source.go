@@ -65,6 +65,8 @@ type Source interface {
 	// value while an informer declared with TypeOptions.WhenServed has not
 	// found its API in discovery yet.
 	GroupVersionResource() schema.GroupVersionResource
+	// Scope is the Scope the informer was declared in, or nil.
+	Scope() *Scope
 
 	source() *entry
 }
@@ -109,6 +111,10 @@ type part struct {
 	// API went away or the informer was removed; AwaitWrite stops waiting.
 	closed chan struct{}
 	synced atomic.Bool // inf has synced
+	// gated is set on a part built for a new scope: its handlers get
+	// events only once open, when the entry switches to it (switchTo).
+	gated bool
+	open  atomic.Bool
 }
 
 // entry is one declared informer: the objects of one resource as one Go
@@ -146,6 +152,11 @@ type entry struct {
 	// lost is signalled by a part's watch error handler when a list or
 	// watch found the resource gone (404).
 	lost chan struct{}
+	// rescoped is signalled by the entry's Scope when it changed; the
+	// supervisor then builds pending, the parts of the new scope, and
+	// switches to them once they have synced.
+	rescoped chan struct{}
+	pending  []*part
 }
 
 // builder builds a part's informer, not started, for resource gvr in
@@ -172,6 +183,8 @@ type plan struct {
 func (e *entry) source() *entry { return e }
 
 func (e *entry) Name() string { return e.name }
+
+func (e *entry) Scope() *Scope { return e.key.scope }
 
 func (e *entry) Served() bool { return e.served.Load() }
 
@@ -255,8 +268,8 @@ func (e *entry) AddEventHandler(h cache.ResourceEventHandler) (*Registration, er
 		return nil, fmt.Errorf("informer: %s: %w", e.name, ErrRemoved)
 	}
 	r := &Registration{e: e, h: h, regs: make(map[*part]cache.ResourceEventHandlerRegistration)}
-	for _, p := range e.current() {
-		reg, err := p.inf.AddEventHandler(h)
+	for _, p := range append(e.current(), e.pending...) {
+		reg, err := p.inf.AddEventHandler(p.handler(h))
 		if err != nil {
 			e.unregister(r)
 			return nil, fmt.Errorf("informer: %s: adding an event handler: %w", e.name, err)

@@ -55,7 +55,7 @@ func (i *Informer[T]) Lister() Lister[T] { return i.lister }
 // informer then waits for it. An informer declared after the Cache started
 // starts at once; wait for it with WaitForSources before reading its
 // Lister, or let a manager's controller do it.
-func For[T runtime.Object](c *Cache) (*Informer[T], error) {
+func For[T runtime.Object](c *Cache, in ...*Scope) (*Informer[T], error) {
 	// TypeFor, not TypeOf(zero): for an interface T the zero value is nil
 	// and the error would name <nil> instead of T.
 	rt := reflect.TypeFor[T]()
@@ -67,7 +67,11 @@ func For[T runtime.Object](c *Cache) (*Informer[T], error) {
 		return nil, fmt.Errorf("informer: For[%v]: type is not in the scheme: register it with its AddToScheme in informer.Options.Scheme: %w", rt, err)
 	}
 	gvk := gvks[0]
-	key := entryKey{gvk: gvk, goType: rt}
+	scope, err := oneScope(fmt.Sprintf("informer: For[%v]", rt), in)
+	if err != nil {
+		return nil, err
+	}
+	key := entryKey{gvk: gvk, goType: rt, scope: scope}
 	if e := c.lookup(key); e != nil {
 		return newInformer[T](e), nil
 	}
@@ -169,8 +173,12 @@ func (c *Cache) dynamicInformer(rt reflect.Type) builder {
 // and Options.ResyncByType whose Go type the Cache's scheme maps to the
 // resource's kind: the unstructured informer of a resource is narrowed and
 // resynced like its typed one.
-func ForResource(c *Cache, gvr schema.GroupVersionResource) (*Informer[*unstructured.Unstructured], error) {
-	key := entryKey{gvr: gvr}
+func ForResource(c *Cache, gvr schema.GroupVersionResource, in ...*Scope) (*Informer[*unstructured.Unstructured], error) {
+	scope, err := oneScope(fmt.Sprintf("informer: ForResource(%s)", gvrString(gvr)), in)
+	if err != nil {
+		return nil, err
+	}
+	key := entryKey{gvr: gvr, scope: scope}
 	if e := c.lookup(key); e != nil {
 		return newInformer[*unstructured.Unstructured](e), nil
 	}

@@ -105,7 +105,7 @@ func (m *Manager) AddController(name string, r reconcile.Reconciler, opts Contro
 	var primary informer.Source
 	if m.isSharded(name) {
 		var err error
-		if primary, err = primaryOf(name, watches); err != nil {
+		if primary, err = primaryOf(name, watches, m.shard.scope); err != nil {
 			return nil, err
 		}
 	}

@@ -33,7 +33,8 @@
 // informer), the controller's workers hold their keys until it has synced.
 //
 // With Options.Sharding, the controllers it names are sharded: each
-// replica reconciles and caches only its share of their objects, and a key
+// replica reconciles, and caches in the informers declared in
+// Manager.ShardScope, only its share of their objects, and a key
 // moves from one replica to another only after the first stopped
 // reconciling it (docs/sharding.md says what is built and tested). Before
 // the informers start, Run settles the ring's mode (ShardingOptions.Mode:

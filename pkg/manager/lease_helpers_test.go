@@ -124,7 +124,7 @@ func electedOptions(mutate ...func(*leader.Options)) (manager.Options, *promethe
 // configMaps declares the ConfigMap informer on m.
 func configMaps(t *testing.T, m *manager.Manager) *informer.Informer[*corev1.ConfigMap] {
 	t.Helper()
-	cms, err := informer.For[*corev1.ConfigMap](m.Cache())
+	cms, err := informer.For[*corev1.ConfigMap](m.Cache(), m.ShardScope())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,13 +127,6 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	// The Lease's client is built from this config, unfenced: renewing
 	// and releasing the lease is not leader-only work.
 	leaseCfg := rest.CopyConfig(cfg)
-	// With Options.Sharding, the sharded informers' lists and watches are
-	// narrowed to this replica's share on their way out (sharding_filter.go).
-	var filter *shardFilter
-	if opts.Sharding != nil {
-		filter = &shardFilter{}
-		cfg.Wrap(filter.wrap)
-	}
 	// One request budget for every client but the Lease's (copied above,
 	// it keeps its own).
 	internalkube.ShareRateLimiter(cfg)
@@ -163,7 +156,6 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	m.kube, m.dyn = kube, dyn
 	m.conns = &own
 	if m.shard != nil {
-		m.shard.filter = filter
 		// The sharder's label writes are fenced by its own Lease.
 		if m.shard.md, err = metadata.NewForConfigAndClient(cfg, writeHC); err != nil {
 			return nil, fmt.Errorf("manager: Options.Sharding: building the metadata client: %w", err)

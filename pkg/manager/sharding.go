@@ -30,10 +30,11 @@ import (
 // ShardingOptions split the objects of chosen controllers among the
 // replicas that run the same manager: each replica reconciles, and
 // caches, only its share, and a key moves from one replica to another
-// only after the first stopped reconciling it. Each replica's informers
-// of the sharded types are narrowed to its share, either by a label the
-// replicas maintain or by the API server's hash ranges (Mode). The
-// protocols are in docs/sharding.md.
+// only after the first stopped reconciling it. The informers declared in
+// Manager.ShardScope are narrowed to the replica's share, either by a
+// label the replicas maintain or by the API server's hash ranges (Mode);
+// every other informer sees every object. The protocols are in
+// docs/sharding.md.
 type ShardingOptions struct {
 	// Ring names the replicas that share the objects. Empty means
 	// Options.Name.
@@ -46,9 +47,11 @@ type ShardingOptions struct {
 	// suffix is added for each process. Empty means the hostname.
 	Identity string
 	// Controllers names the sharded controllers. Each must watch its
-	// primary type once with no Map (informer.ObjectKey), and reconcile
-	// keys of that type. They are fixed at Run: AddController refuses one
-	// while Run runs, and RemoveController too.
+	// primary type once with no Map (informer.ObjectKey), through an
+	// informer declared in Manager.ShardScope, and reconcile keys of that
+	// type; its watches and reads of the Primary and Children types must
+	// be declared there too. They are fixed at Run: AddController refuses
+	// one while Run runs, and RemoveController too.
 	Controllers []string
 	// Primary are example objects of the sharded controllers' primary
 	// types, such as &v1alpha1.Website{}: each is assigned by its own
@@ -56,10 +59,8 @@ type ShardingOptions struct {
 	Primary []runtime.Object
 	// Children are example objects of the types the sharded controllers
 	// own, such as &appsv1.Deployment{}: each lives with its controlling
-	// owner. Their informers, like the primaries', cache only this
-	// replica's share: every informer of these resources in the manager's
-	// cache, and so every controller of the manager that reads them, sees
-	// only that share.
+	// owner. Their informers declared in Manager.ShardScope, like the
+	// primaries', cache only this replica's share.
 	Children []runtime.Object
 	// Mode is how the replicas' informers are narrowed to their shares
 	// and keys move: ShardingAuto (the zero value), ShardingLabels or
@@ -85,7 +86,9 @@ type sharding struct {
 	members *leader.Elector // this replica's member Lease
 	sharder *leader.Elector // the ring's sharder Lease (the coordinator's, in the server-side mode)
 	metrics *shardMetrics
-	filter  *shardFilter // on the rest config's transport; nil without one (fake clients)
+	// scope narrows the sharded controllers' informers (those declared
+	// in it) to this member's share, once start has chosen the mode.
+	scope *informer.Scope
 
 	// Set by start, before the informers and controllers start, and not
 	// changed after.
@@ -114,10 +117,7 @@ func newMember(identity string) string {
 }
 
 // setUpSharding validates opts.Sharding, names this replica's member and
-// marks the informers' requests for the shard filter, which narrows those
-// of the sharded types to its share once start has chosen the mode. It
-// changes opts.Informers.TweakListOptions. Called by New before the cache
-// exists.
+// makes the Scope of the sharded controllers' informers. Called by New.
 func setUpSharding(opts *Options) (*sharding, error) {
 	so := opts.Sharding
 	if so == nil {
@@ -137,27 +137,12 @@ func setUpSharding(opts *Options) (*sharding, error) {
 			return nil, fmt.Errorf("manager: Options.Sharding: %T is not an API object: give example objects such as &appsv1.Deployment{}", obj)
 		}
 	}
-	opts.Informers.TweakListOptions = markInformers(opts.Informers.TweakListOptions)
-	s := &sharding{opts: *so, ring: cmp.Or(so.Ring, opts.Name, DefaultName), member: newMember(so.Identity)}
-	userOutOfScope := opts.Informers.OutOfScope
-	opts.Informers.OutOfScope = func(w informer.Write) bool {
-		return s.outOfScope(w) || (userOutOfScope != nil && userOutOfScope(w))
-	}
-	return s, nil
+	ring := cmp.Or(so.Ring, opts.Name, DefaultName)
+	return &sharding{opts: *so, ring: ring, member: newMember(so.Identity), scope: informer.NewScope("shard ring " + ring)}, nil
 }
 
-// outOfScope is the cache's Options.OutOfScope: in the label mode, the
-// object of a write to a sharded resource that does not carry this
-// member's shard label is outside its informers (the shard filter adds
-// the label to their lists and watches), so a write to it need not wait
-// for them: a child created without Manager.ShardLabels reaches this
-// replica's cache only once the sharder has labelled it.
-func (s *sharding) outOfScope(w informer.Write) bool {
-	return s.filter != nil && s.filter.outsideLabel(w.Resource, w.Labels)
-}
-
-// startSharding resolves the sharding mode and sets the shard filter up;
-// Run calls it before the informers start.
+// startSharding resolves the sharding mode and narrows the scope; Run
+// calls it before the informers start.
 func (m *Manager) startSharding(ctx context.Context) error {
 	if m.shard == nil {
 		return nil
@@ -203,6 +188,19 @@ func (m *Manager) ShardLabels() map[string]string {
 	return map[string]string{shard.ShardLabel(m.shard.ring): m.shard.member}
 }
 
+// ShardScope is the Scope in which to declare the informers of a sharded
+// controller (informer.For[T](m.Cache(), m.ShardScope())): its primary
+// type's, and those of the Children it watches. They then cache only this
+// replica's share, and every other informer of those types sees every
+// object. It is nil without Options.Sharding, which declares informers
+// without a Scope.
+func (m *Manager) ShardScope() *informer.Scope {
+	if m.shard == nil {
+		return nil
+	}
+	return m.shard.scope
+}
+
 // isSharded reports whether the controller name is sharded.
 func (m *Manager) isSharded(name string) bool {
 	return m.shard != nil && slices.Contains(m.shard.opts.Controllers, name)
@@ -210,7 +208,7 @@ func (m *Manager) isSharded(name string) bool {
 
 // primaryOf returns the source of the one watch without a Map: a sharded
 // controller's primary.
-func primaryOf(name string, watches []Watch) (informer.Source, error) {
+func primaryOf(name string, watches []Watch, scope *informer.Scope) (informer.Source, error) {
 	var primary informer.Source
 	for _, w := range watches {
 		if w.Map != nil {
@@ -224,6 +222,10 @@ func primaryOf(name string, watches []Watch) (informer.Source, error) {
 	}
 	if primary == nil {
 		return nil, fmt.Errorf("manager: sharded controller %q has no watch without a Map: watch its primary type with informer.ObjectKey", name)
+	}
+	if primary.Scope() != scope {
+		return nil, fmt.Errorf("manager: sharded controller %q watches %s, which is not in the shard scope: declare it with informer.For[T](mgr.Cache(), mgr.ShardScope()), "+
+			"so that it caches this replica's share only", name, primary.Name())
 	}
 	return primary, nil
 }

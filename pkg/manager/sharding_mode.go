@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/ctrlkit/ctrlkit/pkg/shard"
@@ -77,6 +76,9 @@ func modeServer(key shard.Key) string { return shard.ModeServer + "/" + string(k
 // modes, whatever each would have detected.
 func (s *sharding) start(ctx context.Context, m *Manager) error {
 	if err := s.resolve(m); err != nil {
+		return err
+	}
+	if err := s.checkScopes(m); err != nil {
 		return err
 	}
 	namespace := s.members.Options().Namespace
@@ -143,6 +145,27 @@ func (s *sharding) resolve(m *Manager) error {
 	return nil
 }
 
+// checkScopes fails if a sharded controller watches or reads a sharded
+// resource through an informer outside the shard scope: that informer
+// would cache every object, not this replica's share.
+func (s *sharding) checkScopes(m *Manager) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range m.controllers {
+		if c.drainer == nil {
+			continue
+		}
+		for _, src := range c.sources {
+			gvr := src.GroupVersionResource()
+			if src.Scope() != s.scope && slices.ContainsFunc(s.resources, func(r shard.Resource) bool { return r.Resource == gvr }) {
+				return fmt.Errorf("manager: sharded controller %q uses %s, a sharded resource, outside the shard scope: declare it with informer.For[T](mgr.Cache(), mgr.ShardScope())",
+					c.ctrl.Name(), src.Name())
+			}
+		}
+	}
+	return nil
+}
+
 // decide chooses the mode of a ring that has none yet, and says why.
 func (s *sharding) decide(ctx context.Context, m *Manager) (mode, why string, err error) {
 	key := s.opts.serverKey()
@@ -203,8 +226,8 @@ func (s *sharding) follow(m *Manager, rec *coordinationv1.Lease, why string) err
 				"or, to change the ring's mode, stop every replica and delete that Lease", s.ring, where)
 		}
 		s.mode = shard.ModeLabels
-		if s.filter != nil {
-			s.filter.useLabels(s.gvrs(), shard.ShardLabel(s.ring)+"="+s.member)
+		if err := s.scope.Set(shard.ShardLabel(s.ring)+"="+s.member, ""); err != nil {
+			return err
 		}
 	case strings.HasPrefix(mode, shard.ModeServer+"/"):
 		key := shard.Key(strings.TrimPrefix(mode, shard.ModeServer+"/"))
@@ -225,21 +248,12 @@ func (s *sharding) follow(m *Manager, rec *coordinationv1.Lease, why string) err
 		v := shard.NewView(e)
 		s.view.Store(v)
 		s.metrics.epoch.Set(float64(e.Committed.N))
-		if s.filter != nil {
-			s.filter.useServer(s.gvrs(), shard.Selector(key, v.Ranges(s.member)))
+		if err := s.scope.Set("", shard.Selector(key, v.Ranges(s.member))); err != nil {
+			return err
 		}
 	default:
 		return fmt.Errorf("manager: sharding: ring %q's record (%s) names the mode %q, which this version does not know", s.ring, where, mode)
 	}
 	m.log.Info("Sharding mode", "ring", s.ring, "member", s.member, "mode", mode, "why", why)
 	return nil
-}
-
-// gvrs are the sharded resources.
-func (s *sharding) gvrs() []schema.GroupVersionResource {
-	out := make([]schema.GroupVersionResource, len(s.resources))
-	for i, r := range s.resources {
-		out[i] = r.Resource
-	}
-	return out
 }

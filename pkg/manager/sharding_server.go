@@ -28,8 +28,8 @@ import (
 //     permits, excludes it from its controller and waits for the
 //     Reconciles of it that were running; enqueues the keys it permits
 //     that the old view did not;
-//  3. when the committed epoch moved, gives the shard filter the new
-//     ranges (the informers list again);
+//  3. when the committed epoch moved, sets the shard scope to the new
+//     ranges (the sharded informers list again, and switch);
 //  4. acknowledges the target epoch in this member's Lease, through the
 //     member term's fenced client: the coordinator commits once every
 //     member of the committed epoch has.
@@ -156,8 +156,8 @@ func (f *follower) apply(ctx context.Context, e shard.Epochs) bool {
 		handed += len(lost)
 	}
 	if e.Committed.N > old.Committed.N {
-		if f.s.filter != nil {
-			f.s.filter.reselect(shard.Selector(f.s.key, v.Ranges(me)))
+		if err := f.s.scope.Set("", shard.Selector(f.s.key, v.Ranges(me))); err != nil {
+			f.m.log.Error(err, "Could not narrow the sharded informers to the new ranges", "ring", f.s.ring)
 		}
 		f.s.metrics.epoch.Set(float64(e.Committed.N))
 	}

@@ -70,6 +70,13 @@ func TestShardingOptions(t *testing.T) {
 		t.Errorf("ShardLabels = %v", m.ShardLabels())
 	}
 	cms := configMaps(t, m)
+	all, err := informer.For[*corev1.ConfigMap](m.Cache())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all == cms {
+		t.Fatal("the informer declared in the shard scope is the one declared without it")
+	}
 	for _, tc := range []struct {
 		name    string
 		watches []manager.Watch
@@ -77,6 +84,7 @@ func TestShardingOptions(t *testing.T) {
 	}{
 		{"no primary watch", []manager.Watch{{Source: cms, Map: informer.ObjectKey()}}, "has no watch without a Map"},
 		{"two primary watches", []manager.Watch{{Source: cms}, {Source: cms}}, "watches its primary type once"},
+		{"primary outside the shard scope", []manager.Watch{{Source: all}}, "not in the shard scope"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := m.AddController("cms", newRecorder(), manager.ControllerOptions{}, tc.watches...); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
@@ -138,6 +139,8 @@ type shardedReplica struct {
 	// offline, when set and true, fails every request the replica sends,
 	// its Leases' included: it loses its API access.
 	offline *atomic.Bool
+	// setup, when set, is called with the manager before it runs.
+	setup func(*manager.Manager)
 }
 
 // startShardedReplica runs a manager sharding the ConfigMaps of ns on the
@@ -175,7 +178,7 @@ func (r shardedReplica) start(t *testing.T, rec *spans) (*manager.Manager, *runn
 			LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
 		},
 	})
-	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache())
+	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache(), mgr.ShardScope())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,6 +199,9 @@ func (r shardedReplica) start(t *testing.T, rec *spans) (*manager.Manager, *runn
 		return reconcile.Result{}, nil
 	}), manager.ControllerOptions{Workers: 4}, manager.Watch{Source: cms}); err != nil {
 		t.Fatal(err)
+	}
+	if r.setup != nil {
+		r.setup(mgr)
 	}
 	return mgr, start(t, mgr)
 }
@@ -384,7 +390,7 @@ func TestShardingServerModeNeedsTheGate(t *testing.T) {
 	mgr := newManager(t, cfg, ns, manager.Options{Name: "sharded", Sharding: &manager.ShardingOptions{
 		Namespace: ns, Controllers: []string{"cms"}, Mode: manager.ShardingServer, Primary: []runtime.Object{&corev1.ConfigMap{}},
 	}})
-	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache())
+	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache(), mgr.ShardScope())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +408,7 @@ func TestShardingServerModeNeedsTheGate(t *testing.T) {
 // TestShardingWriteOutsideTheShareDoesNotWait: in the label mode, a write
 // through a replica's client to an object of a sharded type that another
 // member owns returns at once. The replica's informers never see that
-// object (the shard filter adds its own label to their lists and
+// object (the shard scope adds its own label to their lists and
 // watches), so the write must not wait for them: it waited out the
 // read-your-own-writes timeout (10s) and returned a CacheLagError.
 func TestShardingWriteOutsideTheShareDoesNotWait(t *testing.T) {
@@ -433,11 +439,69 @@ func TestShardingWriteOutsideTheShareDoesNotWait(t *testing.T) {
 	if err := a.Client().Create(t.Context(), mine); err != nil {
 		t.Fatal(err)
 	}
-	cms, err := informer.For[*corev1.ConfigMap](a.Cache())
+	cms, err := informer.For[*corev1.ConfigMap](a.Cache(), a.ShardScope())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cms.Lister().Get(ns, "mine"); err != nil {
 		t.Errorf("right after creating a ConfigMap labelled for this replica: Get = %v, want it cached", err)
+	}
+}
+
+// TestShardingLeavesOtherReadersWhole: only the sharded controller's
+// informers, declared in the shard scope, are narrowed. On a replica that
+// also runs a controller that is not sharded over the same ConfigMaps,
+// that controller's informer holds every object while keys move to a
+// second replica, and its handlers are never told of a delete.
+func TestShardingLeavesOtherReadersWhole(t *testing.T) {
+	ns := newNamespace(t)
+	const objects = 30
+	for i := range objects {
+		createConfigMap(t, ns, fmt.Sprintf("cm-%02d", i), nil, nil)
+	}
+	rec := &spans{}
+	var all *informer.Informer[*corev1.ConfigMap]
+	var scoped *informer.Informer[*corev1.ConfigMap]
+	var deletes atomic.Int64
+	var plainKeys sync.Map
+	setup := func(mgr *manager.Manager) {
+		var err error
+		if all, err = informer.For[*corev1.ConfigMap](mgr.Cache()); err != nil {
+			t.Fatal(err)
+		}
+		if scoped, err = informer.For[*corev1.ConfigMap](mgr.Cache(), mgr.ShardScope()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := all.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(any) { deletes.Add(1) }}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mgr.AddController("plain", reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
+			plainKeys.Store(req.String(), true)
+			return reconcile.Result{}, nil
+		}), manager.ControllerOptions{EveryReplica: true}, manager.Watch{Source: all}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, _ := shardedReplica{cfg: cfg, ns: ns, name: "a", setup: setup}.start(t, rec)
+	eventually(t, waitTimeout, func() bool { return a.Ready() && scoped.Len() == objects }, "the only replica to hold every key in its shard")
+	onA := scoped
+	b, _ := startShardedReplica(t, ns, "b", rec)
+	bCMs, err := informer.For[*corev1.ConfigMap](b.Cache(), b.ShardScope())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitTimeout, func() bool { return b.Ready() && bCMs.Len() > 0 && onA.Len()+bCMs.Len() == objects },
+		"keys to move to the second replica")
+	t.Logf("after the move: %d keys on the first replica, %d on the second", onA.Len(), bCMs.Len())
+	if n := deletes.Load(); n != 0 {
+		t.Errorf("the informer outside the shard scope was told of %d deletes while keys moved, want 0", n)
+	}
+	if n := all.Len(); n != objects {
+		t.Errorf("the informer outside the shard scope holds %d ConfigMaps, want all %d", n, objects)
+	}
+	n := 0
+	plainKeys.Range(func(any, any) bool { n++; return true })
+	if n != objects {
+		t.Errorf("the controller that is not sharded reconciled %d keys, want all %d", n, objects)
 	}
 }

@@ -152,7 +152,7 @@ func shardReplicaMain(name string, c replicaConfig, rc *rest.Config, rec *record
 	}
 	member := mgr.Member()
 	rec.add(record{Kind: kindMember, Result: member})
-	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache())
+	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache(), mgr.ShardScope())
 	if err != nil {
 		return fail(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
 	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
+	"github.com/ctrlkit/ctrlkit/pkg/shard"
 )
 
 // A replica is this program run again with replicaEnv set to its name and
@@ -136,7 +137,7 @@ func replicaMain(name, configPath string) int {
 		Logger:    log.WithValues("replica", name),
 	}
 	if c.Sharded {
-		opts.Sharding = &manager.ShardingOptions{
+		opts.Sharding = &shard.Options{
 			Namespace: c.Namespace, Identity: name, Controllers: []string{controllerName},
 			Primary:       []kruntime.Object{&corev1.ConfigMap{}},
 			LeaseDuration: c.LeaseDuration, RenewDeadline: c.RenewDeadline, RetryPeriod: c.RetryPeriod,

@@ -35,6 +35,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/examples/website/api/v1alpha1"
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
+	"github.com/ctrlkit/ctrlkit/pkg/shard"
 )
 
 const (
@@ -120,11 +121,11 @@ func InformerOptions(scheme *runtime.Scheme) informer.Options {
 // caches and reconciles only its share. pod names the replica (POD_NAME,
 // from the downward API; the hostname when empty). Nil, no sharding, when
 // namespace is empty.
-func ShardingOptions(namespace, pod string) *manager.ShardingOptions {
+func ShardingOptions(namespace, pod string) *shard.Options {
 	if namespace == "" {
 		return nil
 	}
-	return &manager.ShardingOptions{
+	return &shard.Options{
 		Namespace:   namespace,
 		Identity:    pod,
 		Controllers: []string{"website"},

@@ -33,9 +33,9 @@ type controller struct {
 	// term is the term of leadership a leader-only controller last
 	// started in; guarded by the manager's mu.
 	term *term
-	// drainer hands keys over; non-nil for sharded controllers, which run
-	// while this replica holds its member Lease.
-	drainer *drainer
+	// sharded controllers run while this replica holds its member Lease
+	// (shard.Replica.RunMember).
+	sharded bool
 }
 
 // start runs the controller until ctx ends or it is removed. The caller
@@ -103,10 +103,16 @@ func (m *Manager) AddController(name string, r reconcile.Reconciler, opts Contro
 		}
 	}
 	var primary informer.Source
-	if m.isSharded(name) {
+	if m.shard != nil && m.shard.Sharded(name) {
+		var unmapped []informer.Source
+		for _, w := range watches {
+			if w.Map == nil {
+				unmapped = append(unmapped, w.Source)
+			}
+		}
 		var err error
-		if primary, err = primaryOf(name, watches, m.shard.scope); err != nil {
-			return nil, err
+		if primary, err = m.shard.Primary(name, unmapped); err != nil {
+			return nil, fmt.Errorf("manager: %w", err)
 		}
 	}
 	c := &controller{}
@@ -137,7 +143,7 @@ func (m *Manager) AddController(name string, r reconcile.Reconciler, opts Contro
 	}
 	var owns func(reconcile.Request) bool
 	if primary != nil {
-		owns = m.shard.owns(primary)
+		owns = m.shard.Owns(primary)
 	}
 	ctrl, err := reconcile.New(name, r, reconcile.Options{
 		Workers:         opts.Workers,
@@ -161,9 +167,9 @@ func (m *Manager) AddController(name string, r reconcile.Reconciler, opts Contro
 	}
 	err = m.feed(c, watches)
 	if err == nil && primary != nil {
-		c.drainer = newDrainer(m.shard, m, ctrl, primary)
+		c.sharded = true
 		var reg *informer.Registration
-		if reg, err = primary.AddEventHandler(c.drainer.handler()); err == nil {
+		if reg, err = m.shard.Add(ctrl, primary, c.sources); err == nil {
 			c.replays = append(c.replays, replay{source: primary, registration: reg})
 		}
 	}
@@ -254,7 +260,7 @@ func (m *Manager) RemoveController(name string) error {
 		return fmt.Errorf("manager: RemoveController(%q): no controller has that name", name)
 	}
 	c := m.controllers[i]
-	if c.drainer != nil && m.runCtx != nil {
+	if c.sharded && m.runCtx != nil {
 		m.mu.Unlock()
 		return fmt.Errorf("manager: RemoveController(%q): a sharded controller cannot be removed while Run runs: the sharder would go on giving this replica its keys, which no replica would then reconcile; stop the replica instead", name)
 	}
@@ -263,6 +269,9 @@ func (m *Manager) RemoveController(name string) error {
 	c.remove(errRemoved)
 	c.runs.Wait()
 	c.dismantle()
+	if c.sharded {
+		m.shard.Remove(c.ctrl)
+	}
 	m.mu.Lock()
 	if !slices.ContainsFunc(m.controllers, func(c *controller) bool { return c.ctrl.Name() == name }) {
 		// Its series go with it, unless a controller of the same name was

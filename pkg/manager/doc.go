@@ -32,15 +32,9 @@
 // synced (a CRD installed or recreated while running, see package
 // informer), the controller's workers hold their keys until it has synced.
 //
-// With Options.Sharding, the controllers it names are sharded: each
-// replica reconciles, and caches in the informers declared in
-// Manager.ShardScope, only its share of their objects, and a key
-// moves from one replica to another only after the first stopped
-// reconciling it (docs/sharding.md says what is built and tested). Before
-// the informers start, Run settles the ring's mode (ShardingOptions.Mode:
-// a label per object, or the API server's hash ranges), reading or
-// creating the ring's record Lease and, the first time, asking the API
-// server whether it honours shardSelector; it logs "Sharding mode".
+// With Options.Sharding, the controllers it names are sharded (package
+// shard): each replica reconciles, and caches in the informers declared in
+// Manager.ShardScope, only its share of their objects.
 //
 // With Options.Webhook, the webhook server (Manager.Webhooks) and its
 // certificate source start with the endpoints in step 1, on every replica,

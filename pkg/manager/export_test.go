@@ -10,7 +10,7 @@ import (
 // run a Manager over fake clients without an API server. The Lease is
 // written through c.Kube.
 func NewWithClients(c informer.Clients, opts Options) (*Manager, error) {
-	return newWithClients(c, opts, nil)
+	return newWithClients(c, opts, nil, nil)
 }
 
 // AbortTimeout exposes abortTimeout to the black-box tests.

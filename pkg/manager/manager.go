@@ -31,6 +31,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
 	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
+	"github.com/ctrlkit/ctrlkit/pkg/shard"
 	"github.com/ctrlkit/ctrlkit/pkg/webhook"
 	"github.com/ctrlkit/ctrlkit/pkg/workqueue"
 )
@@ -72,7 +73,7 @@ type Manager struct {
 	webhooks *webhook.Server // nil without Options.Webhook
 
 	elector *leader.Elector // nil without leader election
-	shard   *sharding       // nil without Options.Sharding
+	shard   *shard.Replica  // nil without Options.Sharding
 	metrics *secureMetrics  // nil without Options.SecureMetrics
 
 	mu              sync.Mutex
@@ -149,18 +150,17 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cacheKube.Discovery()))
 	// The Lease gets a client of its own, so the workload cannot starve it.
 	newElector := func(o leader.Options) (*leader.Elector, error) { return leader.NewForConfig(leaseCfg, o) }
-	m, err := newWithClients(informer.Clients{Kube: cacheKube, Dynamic: cacheDyn, Mapper: mapper, Config: cfg, HTTPClient: readHC}, opts, newElector)
+	// The sharder's label writes are fenced by its own Lease.
+	md, err := metadata.NewForConfigAndClient(cfg, writeHC)
+	if err != nil {
+		return nil, fmt.Errorf("manager: building the metadata client: %w", err)
+	}
+	m, err := newWithClients(informer.Clients{Kube: cacheKube, Dynamic: cacheDyn, Mapper: mapper, Config: cfg, HTTPClient: readHC}, opts, newElector,
+		&writers{kube: kube, dyn: dyn, md: md})
 	if err != nil {
 		return nil, err
 	}
-	m.kube, m.dyn = kube, dyn
 	m.conns = &own
-	if m.shard != nil {
-		// The sharder's label writes are fenced by its own Lease.
-		if m.shard.md, err = metadata.NewForConfigAndClient(cfg, writeHC); err != nil {
-			return nil, fmt.Errorf("manager: Options.Sharding: building the metadata client: %w", err)
-		}
-	}
 	m.client, err = client.New(cfg, client.Options{
 		HTTPClient:     writeHC,
 		Scheme:         opts.Informers.Scheme,
@@ -216,16 +216,22 @@ func newClientset(cfg *rest.Config, hc *http.Client) (*kubernetes.Clientset, err
 	return kube, nil
 }
 
+// writers are the clients a manager writes through; New's are fenced.
+type writers struct {
+	kube kubernetes.Interface
+	dyn  dynamic.Interface
+	md   metadata.Interface
+}
+
 // newWithClients is New after the clients exist; unit tests use it with
 // fake clients. newElector builds the Elector; nil means leader.New over
-// c.Kube.
-func newWithClients(c informer.Clients, opts Options, newElector func(leader.Options) (*leader.Elector, error)) (*Manager, error) {
+// c.Kube. w nil means c's clients write.
+func newWithClients(c informer.Clients, opts Options, newElector func(leader.Options) (*leader.Elector, error), w *writers) (*Manager, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	sh, err := setUpSharding(&opts)
-	if err != nil {
-		return nil, err
+	if w == nil {
+		w = &writers{kube: c.Kube, dyn: c.Dynamic, md: c.Metadata}
 	}
 	cache, err := informer.New(c, opts.Informers)
 	if err != nil {
@@ -234,8 +240,8 @@ func newWithClients(c informer.Clients, opts Options, newElector func(leader.Opt
 	m := &Manager{
 		opts:     opts,
 		log:      opts.Logger,
-		kube:     c.Kube,
-		dyn:      c.Dynamic,
+		kube:     w.kube,
+		dyn:      w.dyn,
 		mapper:   c.Mapper,
 		cache:    cache,
 		registry: opts.Registry,
@@ -280,30 +286,9 @@ func newWithClients(c informer.Clients, opts Options, newElector func(leader.Opt
 		}
 		m.checks["leader-election"] = m.elector.Check
 	}
-	if sh != nil {
-		if err := sh.electors(newElector, m.log); err != nil {
+	if opts.Sharding != nil {
+		if err := m.newReplica(w.md, newElector); err != nil {
 			return nil, err
-		}
-		switch {
-		case c.Metadata != nil:
-			sh.md = c.Metadata
-		case c.Config != nil:
-			hc := c.HTTPClient
-			if hc == nil {
-				if hc, err = rest.HTTPClientFor(c.Config); err != nil {
-					return nil, fmt.Errorf("manager: Options.Sharding: building the metadata client: %w", err)
-				}
-			}
-			if sh.md, err = metadata.NewForConfigAndClient(c.Config, hc); err != nil {
-				return nil, fmt.Errorf("manager: Options.Sharding: building the metadata client: %w", err)
-			}
-		default:
-			return nil, errors.New("manager: Options.Sharding needs informer.Clients.Config or Metadata, to label objects")
-		}
-		m.shard = sh
-		sh.metrics = newShardMetrics(m, sh.ring)
-		if err := m.registry.Register(sh.metrics); err != nil {
-			return nil, fmt.Errorf("manager: registering ctrlkit_shard_* metrics: %w", err)
 		}
 	}
 	return m, nil

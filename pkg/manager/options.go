@@ -13,6 +13,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
 	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
+	"github.com/ctrlkit/ctrlkit/pkg/shard"
 	"github.com/ctrlkit/ctrlkit/pkg/workqueue"
 )
 
@@ -71,9 +72,10 @@ type Options struct {
 	// case. The zero value, ExitOnLeaseLost, aborts everything.
 	OnLeaseLost LeaseLostPolicy
 	// Sharding, when set, splits the objects of the controllers it names
-	// among the replicas (see ShardingOptions); a sharded controller is
-	// not leader-only. Nil disables sharding.
-	Sharding *ShardingOptions
+	// among the replicas (see shard.Options; declare their informers in
+	// Manager.ShardScope); a sharded controller is not leader-only. Nil
+	// disables sharding.
+	Sharding *shard.Options
 	// Webhook, when set, serves admission and conversion webhooks over
 	// HTTPS (see WebhookOptions; register them on Manager.Webhooks). Nil
 	// serves none.

@@ -68,8 +68,10 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 
 	// Before the informers start: the sharding mode decides what the
 	// sharded ones list.
-	if err := m.startSharding(ctx); err != nil {
-		return err
+	if m.shard != nil {
+		if err := m.shard.Resolve(ctx); err != nil {
+			return fmt.Errorf("manager: %w", err)
+		}
 	}
 
 	// The informers outlive Run's ctx: Reconciles still in flight when it
@@ -113,7 +115,7 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 	m.mu.Lock()
 	var members []member
 	for _, c := range m.controllers {
-		if !c.leaderOnly() && c.drainer == nil {
+		if !c.leaderOnly() && !c.sharded {
 			c.runs.Add(1)
 			members = append(members, member{name: "controller " + c.ctrl.Name(), start: c.start, bounded: true})
 		}
@@ -128,7 +130,7 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 	}
 	if m.shard != nil {
 		members = append(members, member{name: "sharding member", start: m.memberTerm, bounded: true},
-			member{name: "sharder", start: m.sharderTerm, bounded: true})
+			member{name: "sharder", start: m.shard.RunSharder, bounded: true})
 	}
 	err = m.runAll(ctx, func(err error) { cancel(m.stopCause(err)) }, members)
 	m.mu.Lock()

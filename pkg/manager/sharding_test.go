@@ -16,7 +16,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/pkg/shard"
 )
 
-func shardedManager(t *testing.T, so *manager.ShardingOptions) (*manager.Manager, error) {
+func shardedManager(t *testing.T, so *shard.Options) (*manager.Manager, error) {
 	t.Helper()
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
@@ -35,17 +35,17 @@ func TestShardingOptions(t *testing.T) {
 	cm := []runtime.Object{&corev1.ConfigMap{}}
 	for _, tc := range []struct {
 		name string
-		so   manager.ShardingOptions
+		so   shard.Options
 		want string
 	}{
-		{"no controllers", manager.ShardingOptions{Namespace: "ns", Primary: []runtime.Object{&corev1.ConfigMap{}}}, "Sharding.Controllers is empty"},
-		{"no primary", manager.ShardingOptions{Namespace: "ns", Controllers: []string{"c"}}, "Sharding.Primary is empty"},
-		{"not an object", manager.ShardingOptions{Namespace: "ns", Controllers: []string{"c"}, Primary: []runtime.Object{&corev1.ConfigMapList{}}}, "is not an API object"},
-		{"unknown mode", manager.ShardingOptions{Namespace: "ns", Controllers: []string{"c"}, Primary: cm, Mode: "Hash"}, `Sharding.Mode is "Hash"`},
-		{"unknown key", manager.ShardingOptions{Namespace: "ns", Controllers: []string{"c"}, Primary: cm, ServerKey: "name"}, `ServerKey is "name"`},
-		{"a key with labels", manager.ShardingOptions{Namespace: "ns", Controllers: []string{"c"}, Primary: cm, Mode: manager.ShardingLabels, ServerKey: shard.KeyNamespace},
-			"ServerKey is set with Mode ShardingLabels"},
-		{"children hashed by uid", manager.ShardingOptions{Namespace: "ns", Controllers: []string{"c"}, Primary: cm, Children: []runtime.Object{&corev1.Secret{}}, Mode: manager.ShardingServer},
+		{"no controllers", shard.Options{Namespace: "ns", Primary: []runtime.Object{&corev1.ConfigMap{}}}, "Options.Controllers is empty"},
+		{"no primary", shard.Options{Namespace: "ns", Controllers: []string{"c"}}, "Options.Primary is empty"},
+		{"not an object", shard.Options{Namespace: "ns", Controllers: []string{"c"}, Primary: []runtime.Object{&corev1.ConfigMapList{}}}, "is not an API object"},
+		{"unknown mode", shard.Options{Namespace: "ns", Controllers: []string{"c"}, Primary: cm, Mode: "Hash"}, `Options.Mode is "Hash"`},
+		{"unknown key", shard.Options{Namespace: "ns", Controllers: []string{"c"}, Primary: cm, ServerKey: "name"}, `ServerKey is "name"`},
+		{"a key with labels", shard.Options{Namespace: "ns", Controllers: []string{"c"}, Primary: cm, Mode: shard.ModeLabels, ServerKey: shard.KeyNamespace},
+			"ServerKey is set with Mode shard.ModeLabels"},
+		{"children hashed by uid", shard.Options{Namespace: "ns", Controllers: []string{"c"}, Primary: cm, Children: []runtime.Object{&corev1.Secret{}}, Mode: shard.ModeServer},
 			"needs ServerKey shard.KeyNamespace"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,11 +55,11 @@ func TestShardingOptions(t *testing.T) {
 		})
 	}
 
-	if _, err := shardedManager(t, &manager.ShardingOptions{Namespace: "ns", Controllers: []string{"c"}, Primary: cm, Children: []runtime.Object{&corev1.Secret{}},
-		Mode: manager.ShardingServer, ServerKey: shard.KeyNamespace}); err != nil {
+	if _, err := shardedManager(t, &shard.Options{Namespace: "ns", Controllers: []string{"c"}, Primary: cm, Children: []runtime.Object{&corev1.Secret{}},
+		Mode: shard.ModeServer, ServerKey: shard.KeyNamespace}); err != nil {
 		t.Errorf("children hashed by namespace: %v", err)
 	}
-	m, err := shardedManager(t, &manager.ShardingOptions{Namespace: "ns", Identity: "Replica-A", Controllers: []string{"cms"}, Primary: []runtime.Object{&corev1.ConfigMap{}}})
+	m, err := shardedManager(t, &shard.Options{Namespace: "ns", Identity: "Replica-A", Controllers: []string{"cms"}, Primary: []runtime.Object{&corev1.ConfigMap{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestShardingOptions(t *testing.T) {
 // reconcile them); a controller that is not sharded still can, and a
 // sharded one can be removed once Run has returned.
 func TestShardedControllersAreFixedWhileRunning(t *testing.T) {
-	m, err := shardedManager(t, &manager.ShardingOptions{Namespace: "ns", Mode: manager.ShardingLabels,
+	m, err := shardedManager(t, &shard.Options{Namespace: "ns", Mode: shard.ModeLabels,
 		Controllers: []string{"cms", "late"}, Primary: []runtime.Object{&corev1.ConfigMap{}}})
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,13 @@
 //     Selector), and ring epochs (Epochs, Next, View) that the
 //     Coordinator moves forward as members come and go.
 //
-// A manager runs all of it when manager.Options.Sharding is set. The
+// A Replica is one replica's part of all of it: a manager builds one
+// when manager.Options.Sharding is set, and runs it. Before the informers
+// start, the Replica settles the ring's mode (Options.Mode: a label per
+// object, or the API server's hash ranges), reading or creating the ring's
+// record Lease and, the first time, asking the API server whether it
+// honours shardSelector; it logs "Sharding mode", and narrows its Scope,
+// in which the sharded controllers' informers are declared. The
 // protocols, and what is built and tested of them, are described in
 // docs/sharding.md.
 //

@@ -34,7 +34,7 @@ import (
 // Annotations of the ring's record and of the members' Leases.
 const (
 	// ModeAnnotation, on the ring's record, is the filtering mode every
-	// replica of the ring follows: ModeLabels, or ModeServer and a Key
+	// replica of the ring follows: "labels", or "server/" and a Key
 	// ("server/uid"). The first replica to start writes it.
 	ModeAnnotation = "shard.ctrlkit.io/mode"
 	// CommittedAnnotation and TargetAnnotation, on the ring's record, are
@@ -49,8 +49,8 @@ const (
 
 // The filtering modes a ring's record names.
 const (
-	ModeLabels = "labels"
-	ModeServer = "server"
+	recordLabels = "labels"
+	recordServer = "server"
 )
 
 // RecordName is the name of the Lease that records ring's mode and, in

@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-func meta(name string) *metav1.PartialObjectMetadata {
+func partialMeta(name string) *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name),
 		ResourceVersion: "rv-" + name, Labels: map[string]string{"app": "web", DrainLabel("web"): "true"},
 		Annotations: map[string]string{"big": "value"}}}
@@ -32,7 +32,7 @@ func TestUnlabelledStore(t *testing.T) {
 	if u.hasSynced() {
 		t.Fatal("synced before a list")
 	}
-	if err := u.Replace([]any{meta("a"), meta("b"), &corev1.ConfigMap{}}, "1"); err != nil {
+	if err := u.Replace([]any{partialMeta("a"), partialMeta("b"), &corev1.ConfigMap{}}, "1"); err != nil {
 		t.Fatal(err)
 	}
 	if !u.hasSynced() || !slices.Equal(told, []string{"a", "b"}) {
@@ -41,27 +41,27 @@ func TestUnlabelledStore(t *testing.T) {
 	if sn := get("a"); sn == nil || *sn != (snap{rv: "rv-a", drain: "true"}) {
 		t.Fatalf("a stored as %+v, want its resourceVersion and the ring's labels", sn)
 	}
-	if err := u.Update(meta("a")); err != nil {
+	if err := u.Update(partialMeta("a")); err != nil {
 		t.Fatal(err)
 	}
-	if err := u.Add(meta("c")); err != nil {
+	if err := u.Add(partialMeta("c")); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(told, []string{"a", "b", "a", "c"}) {
 		t.Fatalf("told %q", told)
 	}
 	for _, name := range []string{"a", "b", "c"} {
-		if err := u.Delete(meta(name)); err != nil {
+		if err := u.Delete(partialMeta(name)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if get("a") != nil || u.objs != nil {
 		t.Fatalf("after deleting everything: a %v, map %v (want none, and the map given back)", get("a"), u.objs)
 	}
-	if err := u.Add(meta("d")); err != nil {
+	if err := u.Add(partialMeta("d")); err != nil {
 		t.Fatal(err)
 	}
-	if err := u.Replace([]any{meta("e")}, "2"); err != nil {
+	if err := u.Replace([]any{partialMeta("e")}, "2"); err != nil {
 		t.Fatal(err)
 	}
 	if get("d") != nil || get("e") == nil {

@@ -129,7 +129,7 @@ type shardedReplica struct {
 	cfg  *rest.Config // the control plane's
 	ns   string
 	name string // its identity: member names begin with it
-	mode manager.ShardingMode
+	mode shard.Mode
 	urls *urlLog // when set, records the ConfigMap lists and watches it sends
 	// slow keys' Reconciles take slowWork rather than 20ms: long enough
 	// to still run when a key's new owner could first reconcile it, were
@@ -172,7 +172,7 @@ func (r shardedReplica) start(t *testing.T, rec *spans) (*manager.Manager, *runn
 	}
 	mgr := newManager(t, c, r.ns, manager.Options{
 		Name: "sharded",
-		Sharding: &manager.ShardingOptions{
+		Sharding: &shard.Options{
 			Namespace: r.ns, Identity: r.name, Controllers: []string{"cms"}, Mode: r.mode,
 			Primary:       []runtime.Object{&corev1.ConfigMap{}},
 			LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
@@ -303,8 +303,8 @@ func TestShardingHandsOverWithoutOverlap(t *testing.T) {
 		return true
 	}, "every ConfigMap labelled for the first replica")
 
-	if mode := ringMode(t, kube, ns); mode != shard.ModeLabels {
-		t.Errorf("the ring's record names the mode %q, want %q: the default control plane has no ShardedListAndWatch", mode, shard.ModeLabels)
+	if mode := ringMode(t, kube, ns); mode != "labels" {
+		t.Errorf("the ring's record names the mode %q, want %q: the default control plane has no ShardedListAndWatch", mode, "labels")
 	}
 	write := func(gen int) { writeGen(t, kube, ns, n, gen) }
 	converged := func(gen int) { reconciledAt(t, rec, ns, n, gen) }
@@ -387,8 +387,8 @@ func ringMode(t *testing.T, k kubernetes.Interface, ns string) string {
 // it does not fall back to labels.
 func TestShardingServerModeNeedsTheGate(t *testing.T) {
 	ns := newNamespace(t)
-	mgr := newManager(t, cfg, ns, manager.Options{Name: "sharded", Sharding: &manager.ShardingOptions{
-		Namespace: ns, Controllers: []string{"cms"}, Mode: manager.ShardingServer, Primary: []runtime.Object{&corev1.ConfigMap{}},
+	mgr := newManager(t, cfg, ns, manager.Options{Name: "sharded", Sharding: &shard.Options{
+		Namespace: ns, Controllers: []string{"cms"}, Mode: shard.ModeServer, Primary: []runtime.Object{&corev1.ConfigMap{}},
 	}})
 	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache(), mgr.ShardScope())
 	if err != nil {

@@ -140,7 +140,7 @@ func shardReplicaMain(name string, c replicaConfig, rc *rest.Config, rec *record
 		Name:      "ha-shard",
 		Informers: informer.Options{Namespaces: []string{c.Namespace}},
 		Logger:    log,
-		Sharding: &manager.ShardingOptions{
+		Sharding: &shard.Options{
 			Ring: sc.Ring, Namespace: c.Namespace, Identity: name,
 			Controllers:   []string{"probe"},
 			Primary:       []runtime.Object{&corev1.ConfigMap{}},

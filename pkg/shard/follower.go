@@ -1,4 +1,4 @@
-package manager
+package shard
 
 import (
 	"context"
@@ -16,13 +16,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
-	"github.com/ctrlkit/ctrlkit/pkg/shard"
 )
 
 // follower is a member's part of the server-side mode (package shard's
 // epochs): it reads the ring's record and, for each newer state of it,
 //
-//  1. stores the new shard.View, which the sharded controllers' Owns
+//  1. stores the new View, which the sharded controllers' Owns
 //     consults before each Reconcile;
 //  2. for each key of a cached object that the new view no longer
 //     permits, excludes it from its controller and waits for the
@@ -37,26 +36,25 @@ import (
 // It runs in the member term; run returns when the term ends, without
 // acknowledging what it has not drained.
 type follower struct {
-	s     *sharding
-	m     *Manager
-	ctrls []*controller // the sharded controllers
+	r     *Replica
+	ctrls []*shardedController
 	wake  chan struct{}
 
 	mu     sync.Mutex
-	latest *shard.Epochs // the newest record seen; nil before the first
-	acked  int64         // only run's goroutine uses it
+	latest *Epochs // the newest record seen; nil before the first
+	acked  int64   // only run's goroutine uses it
 }
 
-func newFollower(s *sharding, m *Manager, ctrls []*controller) *follower {
-	return &follower{s: s, m: m, ctrls: ctrls, wake: make(chan struct{}, 1)}
+func newFollower(r *Replica, ctrls []*shardedController) *follower {
+	return &follower{r: r, ctrls: ctrls, wake: make(chan struct{}, 1)}
 }
 
 // run follows the ring's record until ctx, the member term's, ends. It
 // runs an informer of the record (client-go's goroutines, joined before
 // it returns) and does everything else on its own goroutine.
 func (f *follower) run(ctx context.Context) error {
-	namespace, name := f.s.members.Options().Namespace, shard.RecordName(f.s.ring)
-	inf := informers.NewSharedInformerFactoryWithOptions(f.m.kube, 0, informers.WithNamespace(namespace),
+	namespace, name := f.r.members.Options().Namespace, RecordName(f.r.ring)
+	inf := informers.NewSharedInformerFactoryWithOptions(f.r.env.Kube, 0, informers.WithNamespace(namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + name })).
 		Coordination().V1().Leases().Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -77,18 +75,18 @@ func (f *follower) run(ctx context.Context) error {
 		f.mu.Lock()
 		latest := f.latest
 		f.mu.Unlock()
-		if latest != nil && latest.Newer(f.s.view.Load().Epochs) {
+		if latest != nil && latest.Newer(f.r.view.Load().Epochs) {
 			if !f.apply(ctx, *latest) {
 				return nil
 			}
 		}
 		var retrying <-chan time.Time
-		if n := f.s.view.Load().Target.N; n > f.acked {
+		if n := f.r.view.Load().Target.N; n > f.acked {
 			if err := f.ack(ctx, n); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
-				f.m.log.Error(err, "Could not acknowledge a ring epoch; retrying", "ring", f.s.ring, "member", f.s.member, "epoch", n)
+				f.r.log.Error(err, "Could not acknowledge a ring epoch; retrying", "ring", f.r.ring, "member", f.r.member, "epoch", n)
 				retry.Reset(time.Second)
 				retrying = retry.C
 			} else {
@@ -110,9 +108,9 @@ func (f *follower) note(obj any) {
 	if !ok {
 		return
 	}
-	e, err := shard.ParseEpochs(l.Annotations)
+	e, err := ParseEpochs(l.Annotations)
 	if err != nil {
-		f.m.log.Error(err, "The ring's record is unreadable", "ring", f.s.ring, "lease", l.Namespace+"/"+l.Name)
+		f.r.log.Error(err, "The ring's record is unreadable", "ring", f.r.ring, "lease", l.Namespace+"/"+l.Name)
 		return
 	}
 	f.mu.Lock()
@@ -128,11 +126,11 @@ func (f *follower) note(obj any) {
 
 // apply moves this member to the view of e: steps 1 to 3 of the type's
 // doc. It returns false if ctx ended before the keys it lost were drained.
-func (f *follower) apply(ctx context.Context, e shard.Epochs) bool {
-	old, v := f.s.view.Load(), shard.NewView(e)
-	f.s.view.Store(v)
+func (f *follower) apply(ctx context.Context, e Epochs) bool {
+	old, v := f.r.view.Load(), NewView(e)
+	f.r.view.Store(v)
 	seen := time.Now()
-	me := f.s.member
+	me := f.r.member
 	handed := 0
 	for _, c := range f.ctrls {
 		var lost []reconcile.Request
@@ -141,7 +139,7 @@ func (f *follower) apply(ctx context.Context, e shard.Epochs) bool {
 			if err != nil {
 				continue
 			}
-			h := shard.ServerHash(f.s.key.Of(o))
+			h := ServerHash(f.r.key.Of(o))
 			req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}
 			switch was, is := old.Permits(me, h), v.Permits(me, h); {
 			case was && !is:
@@ -156,12 +154,12 @@ func (f *follower) apply(ctx context.Context, e shard.Epochs) bool {
 		handed += len(lost)
 	}
 	if e.Committed.N > old.Committed.N {
-		if err := f.s.scope.Set("", shard.Selector(f.s.key, v.Ranges(me))); err != nil {
-			f.m.log.Error(err, "Could not narrow the sharded informers to the new ranges", "ring", f.s.ring)
+		if err := f.r.scope.Set("", Selector(f.r.key, v.Ranges(me))); err != nil {
+			f.r.log.Error(err, "Could not narrow the sharded informers to the new ranges", "ring", f.r.ring)
 		}
-		f.s.metrics.epoch.Set(float64(e.Committed.N))
+		f.r.metrics.epoch.Set(float64(e.Committed.N))
 	}
-	f.m.log.Info("Following a ring epoch", "ring", f.s.ring, "member", me, "committed", e.Committed.N, "target", e.Target.N,
+	f.r.log.Info("Following a ring epoch", "ring", f.r.ring, "member", me, "committed", e.Committed.N, "target", e.Target.N,
 		"members", e.Target.Members, "keysHandedOver", handed, "duration", time.Since(seen))
 	return true
 }
@@ -170,7 +168,7 @@ func (f *follower) apply(ctx context.Context, e shard.Epochs) bool {
 // reconciled; false if ctx ended first. Owns refuses them from the moment
 // the new view was stored; Exclude catches the Reconciles that began
 // before.
-func (f *follower) drain(ctx context.Context, c *controller, lost []reconcile.Request, seen time.Time) bool {
+func (f *follower) drain(ctx context.Context, c *shardedController, lost []reconcile.Request, seen time.Time) bool {
 	idle := make([]<-chan struct{}, len(lost))
 	for i, req := range lost {
 		idle[i] = c.ctrl.Exclude(req)
@@ -186,33 +184,33 @@ func (f *follower) drain(ctx context.Context, c *controller, lost []reconcile.Re
 		case <-ctx.Done():
 			return false
 		}
-		f.s.metrics.handovers.WithLabelValues(c.ctrl.Name()).Inc()
-		f.s.metrics.handoverSeconds.WithLabelValues(c.ctrl.Name()).Observe(time.Since(seen).Seconds())
+		f.r.metrics.handovers.WithLabelValues(c.ctrl.Name()).Inc()
+		f.r.metrics.handoverSeconds.WithLabelValues(c.ctrl.Name()).Observe(time.Since(seen).Seconds())
 	}
 	return true
 }
 
-// ack writes n into this member's Lease (shard.AckAnnotation), on the
+// ack writes n into this member's Lease (AckAnnotation), on the
 // condition that this member still holds it (a JSON patch test), through
 // the fenced client with ctx, the member term's.
 func (f *follower) ack(ctx context.Context, n int64) error {
-	leases := f.m.kube.CoordinationV1().Leases(f.s.members.Options().Namespace)
-	name := shard.LeaseName(f.s.ring, f.s.member)
+	leases := f.r.env.Kube.CoordinationV1().Leases(f.r.members.Options().Namespace)
+	name := LeaseName(f.r.ring, f.r.member)
 	l, err := leases.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	ops := []map[string]any{{"op": "test", "path": "/spec/holderIdentity", "value": f.s.member}}
+	ops := []map[string]any{{"op": "test", "path": "/spec/holderIdentity", "value": f.r.member}}
 	if l.Annotations == nil {
-		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{shard.AckAnnotation: strconv.FormatInt(n, 10)}})
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{AckAnnotation: strconv.FormatInt(n, 10)}})
 	} else {
 		esc := strings.NewReplacer("~", "~0", "/", "~1").Replace // JSON pointer
-		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations/" + esc(shard.AckAnnotation), "value": strconv.FormatInt(n, 10)})
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations/" + esc(AckAnnotation), "value": strconv.FormatInt(n, 10)})
 	}
 	body, err := json.Marshal(ops)
 	if err != nil {
 		return err
 	}
-	_, err = leases.Patch(ctx, name, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: f.m.opts.Name})
+	_, err = leases.Patch(ctx, name, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: f.r.env.FieldManager})
 	return err
 }

@@ -1,13 +1,10 @@
-package manager
+package shard
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/ctrlkit/ctrlkit/pkg/shard"
 )
 
-// shardMetrics are the sharding families of a manager with
-// Options.Sharding, registered on its registry:
+// metrics are the sharding families of a Replica (Replica.Collector):
 //   - ctrlkit_shard_members{ring}: the live members, as the sharder (or,
 //     in the server-side mode, the coordinator) sees them; set on the
 //     replica that runs it.
@@ -22,7 +19,7 @@ import (
 //     follows, in the server-side mode.
 //   - ctrlkit_shard_keys{ring,controller}: the keys this replica owns,
 //     counted from its primary informer at scrape time.
-type shardMetrics struct {
+type metrics struct {
 	ring            string
 	members         prometheus.Gauge
 	labels          *prometheus.CounterVec
@@ -30,14 +27,14 @@ type shardMetrics struct {
 	handoverSeconds *prometheus.HistogramVec
 	epoch           prometheus.Gauge
 	keys            *prometheus.Desc
-	m               *Manager
+	r               *Replica
 }
 
-func newShardMetrics(m *Manager, ring string) *shardMetrics {
-	constLabels := prometheus.Labels{"ring": ring}
-	return &shardMetrics{
-		ring: ring,
-		m:    m,
+func newMetrics(r *Replica) *metrics {
+	constLabels := prometheus.Labels{"ring": r.ring}
+	return &metrics{
+		ring: r.ring,
+		r:    r,
 		members: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctrlkit_shard_members", ConstLabels: constLabels,
 			Help: "Live members of the sharding ring, as the sharder sees them (set on the replica that runs the sharder)."}),
 		labels: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ctrlkit_shard_labels_total", ConstLabels: constLabels,
@@ -54,7 +51,7 @@ func newShardMetrics(m *Manager, ring string) *shardMetrics {
 	}
 }
 
-func (s *shardMetrics) Describe(ch chan<- *prometheus.Desc) {
+func (s *metrics) Describe(ch chan<- *prometheus.Desc) {
 	s.members.Describe(ch)
 	s.labels.Describe(ch)
 	s.handovers.Describe(ch)
@@ -63,26 +60,18 @@ func (s *shardMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- s.keys
 }
 
-func (s *shardMetrics) Collect(ch chan<- prometheus.Metric) {
+func (s *metrics) Collect(ch chan<- prometheus.Metric) {
 	s.members.Collect(ch)
 	s.labels.Collect(ch)
 	s.handovers.Collect(ch)
 	s.handoverSeconds.Collect(ch)
 	s.epoch.Collect(ch)
-	s.m.mu.Lock()
-	var ctrls []*controller
-	for _, c := range s.m.controllers {
-		if c.drainer != nil {
-			ctrls = append(ctrls, c)
-		}
-	}
-	s.m.mu.Unlock()
-	for _, c := range ctrls {
+	for _, c := range s.r.controllers() {
 		ch <- prometheus.MustNewConstMetric(s.keys, prometheus.GaugeValue, float64(c.drainer.primary.Len()), c.ctrl.Name())
 	}
 }
 
-// Members and Labelled make shardMetrics the Sharder's shard.Observer.
-func (s *shardMetrics) Members(live []string) { s.members.Set(float64(len(live))) }
+// Members and Labelled make metrics the Sharder's Observer.
+func (s *metrics) Members(live []string) { s.members.Set(float64(len(live))) }
 
-func (s *shardMetrics) Labelled(a shard.Action) { s.labels.WithLabelValues(a.String()).Inc() }
+func (s *metrics) Labelled(a Action) { s.labels.WithLabelValues(a.String()).Inc() }

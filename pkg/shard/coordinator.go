@@ -19,7 +19,7 @@ import (
 )
 
 // CoordinatorOptions configure a Coordinator.
-type CoordinatorOptions struct {
+type ringCoordinatorOptions struct {
 	// Ring names the ring.
 	Ring string
 	// Namespace holds the members' Leases and the ring's record.
@@ -36,7 +36,7 @@ type CoordinatorOptions struct {
 	Logger logr.Logger
 	// Observe, when set, is told of every change of the live members. It
 	// must not block.
-	Observe Observer
+	Observe observer
 }
 
 // Coordinator moves a ring in the server-side mode from one epoch to the
@@ -48,8 +48,8 @@ type CoordinatorOptions struct {
 // ring's record (RecordName) through conditional updates, so a deposed
 // Coordinator whose view lags cannot overwrite a newer record. Create it
 // with NewCoordinator.
-type Coordinator struct {
-	opts    CoordinatorOptions
+type ringCoordinator struct {
+	opts    ringCoordinatorOptions
 	members *Members
 	leases  cache.SharedIndexInformer
 	wake    chan struct{}
@@ -59,7 +59,7 @@ type Coordinator struct {
 }
 
 // NewCoordinator validates opts and returns a Coordinator.
-func NewCoordinator(opts CoordinatorOptions) (*Coordinator, error) {
+func newRingCoordinator(opts ringCoordinatorOptions) (*ringCoordinator, error) {
 	switch {
 	case opts.Ring == "":
 		return nil, errors.New("shard: CoordinatorOptions.Ring is empty: name the ring")
@@ -76,14 +76,14 @@ func NewCoordinator(opts CoordinatorOptions) (*Coordinator, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Coordinator{opts: opts, members: NewMembers(opts.Ring, opts.Clock), wake: make(chan struct{}, 1)}, nil
+	return &ringCoordinator{opts: opts, members: NewMembers(opts.Ring, opts.Clock), wake: make(chan struct{}, 1)}, nil
 }
 
 // Start coordinates until ctx ends. It blocks. It runs an informer of the
 // namespace's Leases (client-go's goroutines, joined before it returns)
 // and takes every step on its own goroutine: on each change of a Lease
 // and every Interval, which is also when a failed write is tried again.
-func (c *Coordinator) Start(ctx context.Context) error {
+func (c *ringCoordinator) Start(ctx context.Context) error {
 	c.leases = informers.NewSharedInformerFactoryWithOptions(c.opts.Kube, 0, informers.WithNamespace(c.opts.Namespace)).
 		Coordination().V1().Leases().Informer()
 	if _, err := c.leases.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -118,7 +118,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 
 // observe records a member Lease and wakes the loop; any other Lease of
 // the namespace (the ring's record among them) only wakes it.
-func (c *Coordinator) observe(obj any, deleted bool) {
+func (c *ringCoordinator) observe(obj any, deleted bool) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
@@ -133,7 +133,7 @@ func (c *Coordinator) observe(obj any, deleted bool) {
 	}
 }
 
-func (c *Coordinator) lease(name string) *coordinationv1.Lease {
+func (c *ringCoordinator) lease(name string) *coordinationv1.Lease {
 	obj, ok, err := c.leases.GetStore().GetByKey(c.opts.Namespace + "/" + name)
 	if err != nil || !ok {
 		return nil
@@ -144,16 +144,16 @@ func (c *Coordinator) lease(name string) *coordinationv1.Lease {
 
 // Acknowledged returns the epoch a member Lease acknowledges
 // (AckAnnotation), 0 for none.
-func Acknowledged(l *coordinationv1.Lease) int64 {
+func ackedEpoch(l *coordinationv1.Lease) int64 {
 	if l == nil {
 		return 0
 	}
-	n, _ := strconv.ParseInt(l.Annotations[AckAnnotation], 10, 64)
+	n, _ := strconv.ParseInt(l.Annotations[ackAnnotation], 10, 64)
 	return n
 }
 
 // step takes one step of Next and writes its result.
-func (c *Coordinator) step(ctx context.Context) error {
+func (c *ringCoordinator) step(ctx context.Context) error {
 	live := c.members.Live()
 	if !slices.Equal(live, c.live) {
 		c.live = live
@@ -174,8 +174,8 @@ func (c *Coordinator) step(ctx context.Context) error {
 		return nil // the informer has not delivered the last write yet: it wakes us when it does
 	}
 	var buryErr error
-	next, ok := Next(e, live,
-		func(m string) int64 { return Acknowledged(c.lease(LeaseName(c.opts.Ring, m))) },
+	next, ok := nextEpochs(e, live,
+		func(m string) int64 { return ackedEpoch(c.lease(LeaseName(c.opts.Ring, m))) },
 		func(m string) bool {
 			if c.members.Alive(m) {
 				return false
@@ -191,8 +191,8 @@ func (c *Coordinator) step(ctx context.Context) error {
 	if rec.Annotations == nil {
 		rec.Annotations = make(map[string]string)
 	}
-	rec.Annotations[CommittedAnnotation] = next.Committed.String()
-	rec.Annotations[TargetAnnotation] = next.Target.String()
+	rec.Annotations[committedAnnotation] = next.Committed.String()
+	rec.Annotations[targetAnnotation] = next.Target.String()
 	if _, err := c.opts.Kube.CoordinationV1().Leases(c.opts.Namespace).Update(ctx, rec, metav1.UpdateOptions{FieldManager: sharderFieldManager}); err != nil {
 		return fmt.Errorf("writing epochs %v: %w", next, err)
 	}

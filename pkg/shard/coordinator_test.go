@@ -1,4 +1,4 @@
-package shard_test
+package shard
 
 import (
 	"context"
@@ -14,8 +14,6 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
-
-	"github.com/ctrlkit/ctrlkit/pkg/shard"
 )
 
 // writeLog numbers the Lease writes a fake clientset receives, so a test
@@ -56,12 +54,12 @@ func TestCoordinator(t *testing.T) {
 	e.kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		l := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
 		switch {
-		case l.Name == shard.RecordName("web"):
-			log.add("record " + l.Annotations[shard.CommittedAnnotation] + " / " + l.Annotations[shard.TargetAnnotation])
-		case *l.Spec.HolderIdentity != "" && l.Name != shard.LeaseName("web", *l.Spec.HolderIdentity):
+		case l.Name == RecordName("web"):
+			log.add("record " + l.Annotations[committedAnnotation] + " / " + l.Annotations[targetAnnotation])
+		case *l.Spec.HolderIdentity != "" && l.Name != LeaseName("web", *l.Spec.HolderIdentity):
 			log.add("bury " + l.Name)
-		case l.Annotations[shard.AckAnnotation] != "":
-			log.add("ack " + l.Name + " " + l.Annotations[shard.AckAnnotation])
+		case l.Annotations[ackAnnotation] != "":
+			log.add("ack " + l.Name + " " + l.Annotations[ackAnnotation])
 		}
 		return false, nil, nil
 	})
@@ -72,23 +70,23 @@ func TestCoordinator(t *testing.T) {
 		return false, nil, nil
 	})
 	leases := e.kube.CoordinationV1().Leases("leases")
-	if _, err := leases.Create(t.Context(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "leases", Name: shard.RecordName("web")}}, metav1.CreateOptions{}); err != nil {
+	if _, err := leases.Create(t.Context(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "leases", Name: RecordName("web")}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	record := func() string {
-		l, err := leases.Get(t.Context(), shard.RecordName("web"), metav1.GetOptions{})
+		l, err := leases.Get(t.Context(), RecordName("web"), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return l.Annotations[shard.CommittedAnnotation] + " / " + l.Annotations[shard.TargetAnnotation]
+		return l.Annotations[committedAnnotation] + " / " + l.Annotations[targetAnnotation]
 	}
 	ack := func(member string, n string) {
 		t.Helper()
-		l, err := leases.Get(t.Context(), shard.LeaseName("web", member), metav1.GetOptions{})
+		l, err := leases.Get(t.Context(), LeaseName("web", member), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		l.Annotations = map[string]string{shard.AckAnnotation: n}
+		l.Annotations = map[string]string{ackAnnotation: n}
 		if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +94,7 @@ func TestCoordinator(t *testing.T) {
 	e.renew("a")
 	e.renew("b")
 
-	c, err := shard.NewCoordinator(shard.CoordinatorOptions{Ring: "web", Namespace: "leases", Kube: e.kube, Clock: e.clock, Interval: time.Second, Logger: logr.Discard()})
+	c, err := newRingCoordinator(ringCoordinatorOptions{Ring: "web", Namespace: "leases", Kube: e.kube, Clock: e.clock, Interval: time.Second, Logger: logr.Discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,11 +127,11 @@ func TestCoordinator(t *testing.T) {
 		e.renew("a")
 		e.renew("c")
 		e.clock.Step(500 * time.Millisecond)
-		l, err := leases.Get(t.Context(), shard.RecordName("web"), metav1.GetOptions{})
+		l, err := leases.Get(t.Context(), RecordName("web"), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		target = l.Annotations[shard.TargetAnnotation]
+		target = l.Annotations[targetAnnotation]
 		return strings.HasSuffix(target, " a,c")
 	})
 	n, _, _ := strings.Cut(target, " ")

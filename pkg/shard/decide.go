@@ -52,7 +52,7 @@ func (a Action) String() string {
 // without that owner's acknowledgement: the only way from one live member
 // to another is Drain, then the owner's acknowledgement (the object is
 // unlabelled), then Assign.
-func Decide(current string, draining bool, desired string, alive func(member string) bool) Action {
+func decideAction(current string, draining bool, desired string, alive func(member string) bool) Action {
 	switch {
 	case desired == "":
 		return Keep

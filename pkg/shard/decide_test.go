@@ -1,9 +1,7 @@
-package shard_test
+package shard
 
 import (
 	"testing"
-
-	"github.com/ctrlkit/ctrlkit/pkg/shard"
 )
 
 func TestDecide(t *testing.T) {
@@ -12,20 +10,20 @@ func TestDecide(t *testing.T) {
 		name             string
 		current, desired string
 		draining         bool
-		want             shard.Action
+		want             Action
 	}{
-		{"no members", "a", "", false, shard.Keep},
-		{"unlabelled", "", "a", false, shard.Assign},
-		{"acknowledged after a drain", "", "b", false, shard.Assign},
-		{"in place", "a", "a", false, shard.Keep},
-		{"live owner, moves", "a", "b", false, shard.Drain},
-		{"live owner, draining", "a", "b", true, shard.Wait},
-		{"draining, ring changed back", "a", "a", true, shard.Wait},
-		{"dead owner", "c", "a", false, shard.Assign},
-		{"dead owner, draining", "c", "a", true, shard.Assign},
+		{"no members", "a", "", false, Keep},
+		{"unlabelled", "", "a", false, Assign},
+		{"acknowledged after a drain", "", "b", false, Assign},
+		{"in place", "a", "a", false, Keep},
+		{"live owner, moves", "a", "b", false, Drain},
+		{"live owner, draining", "a", "b", true, Wait},
+		{"draining, ring changed back", "a", "a", true, Wait},
+		{"dead owner", "c", "a", false, Assign},
+		{"dead owner, draining", "c", "a", true, Assign},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := shard.Decide(tc.current, tc.draining, tc.desired, alive); got != tc.want {
+			if got := decideAction(tc.current, tc.draining, tc.desired, alive); got != tc.want {
 				t.Errorf("Decide(%q, draining %v, desired %q) = %v, want %v", tc.current, tc.draining, tc.desired, got, tc.want)
 			}
 		})

@@ -39,12 +39,12 @@ const (
 	ModeAnnotation = "shard.ctrlkit.io/mode"
 	// CommittedAnnotation and TargetAnnotation, on the ring's record, are
 	// the server-side mode's epochs (Epoch.String).
-	CommittedAnnotation = "shard.ctrlkit.io/committed"
-	TargetAnnotation    = "shard.ctrlkit.io/target"
+	committedAnnotation = "shard.ctrlkit.io/committed"
+	targetAnnotation    = "shard.ctrlkit.io/target"
 	// AckAnnotation, on a member's Lease, is the number of the last Target
 	// epoch the member acknowledged: it reconciles nothing it does not
 	// own under that epoch.
-	AckAnnotation = "shard.ctrlkit.io/acknowledged"
+	ackAnnotation = "shard.ctrlkit.io/acknowledged"
 )
 
 // The filtering modes a ring's record names.
@@ -69,7 +69,7 @@ func (e Epoch) String() string {
 }
 
 // ParseEpoch parses Epoch.String's form; "" is epoch 0 with no members.
-func ParseEpoch(s string) (Epoch, error) {
+func parseEpoch(s string) (Epoch, error) {
 	if s == "" {
 		return Epoch{}, nil
 	}
@@ -96,8 +96,8 @@ type Epochs struct {
 
 // ParseEpochs reads the epochs from the annotations of a ring's record.
 func ParseEpochs(annotations map[string]string) (Epochs, error) {
-	c, err1 := ParseEpoch(annotations[CommittedAnnotation])
-	t, err2 := ParseEpoch(annotations[TargetAnnotation])
+	c, err1 := parseEpoch(annotations[committedAnnotation])
+	t, err2 := parseEpoch(annotations[targetAnnotation])
 	if err := errors.Join(err1, err2); err != nil {
 		return Epochs{}, err
 	}
@@ -134,7 +134,7 @@ func (e Epochs) Newer(o Epochs) bool {
 // committed. Any later commit would need its acknowledgement of a Target
 // past T1, which it has not seen. So C2 = T1, and the first member's
 // permitted keys, owned under T1 = C2, are not the second's.
-func Next(e Epochs, live []string, acked func(member string) int64, gone func(member string) bool) (Epochs, bool) {
+func nextEpochs(e Epochs, live []string, acked func(member string) int64, gone func(member string) bool) (Epochs, bool) {
 	live = slices.Sorted(slices.Values(live))
 	if !slices.Equal(live, e.Target.Members) {
 		return Epochs{Committed: e.Committed, Target: Epoch{N: e.Target.N + 1, Members: live}}, true
@@ -152,14 +152,14 @@ func Next(e Epochs, live []string, acked func(member string) int64, gone func(me
 
 // View is a member's reading of a ring's Epochs, with their Rings built.
 // It is immutable and safe for concurrent use.
-type View struct {
+type epochView struct {
 	Epochs
 	committed, target Ring
 }
 
 // NewView builds the rings of e.
-func NewView(e Epochs) *View {
-	v := &View{Epochs: e, committed: NewRing(e.Committed.Members...)}
+func newEpochView(e Epochs) *epochView {
+	v := &epochView{Epochs: e, committed: NewRing(e.Committed.Members...)}
 	v.target = v.committed
 	if e.Target.N != e.Committed.N {
 		v.target = NewRing(e.Target.Members...)
@@ -169,10 +169,10 @@ func NewView(e Epochs) *View {
 
 // Permits reports whether member may reconcile an object whose ServerHash
 // is h: it owns h under both the Committed and the Target epochs.
-func (v *View) Permits(member string, h uint64) bool {
+func (v *epochView) Permits(member string, h uint64) bool {
 	return v.committed.OwnerOfHash(h) == member && v.target.OwnerOfHash(h) == member
 }
 
 // Ranges are the hashes member owns under the Committed epoch: what it
 // lists and watches.
-func (v *View) Ranges(member string) []Range { return v.committed.Ranges(member) }
+func (v *epochView) Ranges(member string) []Range { return v.committed.Ranges(member) }

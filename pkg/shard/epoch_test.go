@@ -1,15 +1,13 @@
-package shard_test
+package shard
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
-
-	"github.com/ctrlkit/ctrlkit/pkg/shard"
 )
 
-func epoch(n int64, members ...string) shard.Epoch { return shard.Epoch{N: n, Members: members} }
+func epoch(n int64, members ...string) Epoch { return Epoch{N: n, Members: members} }
 
 // TestNext: a change of the live members proposes a new target at once,
 // superseding one under way; a target is committed only once every member
@@ -19,44 +17,44 @@ func TestNext(t *testing.T) {
 	acks := func(m map[string]int64) func(string) int64 { return func(s string) int64 { return m[s] } }
 	for _, tc := range []struct {
 		name   string
-		e      shard.Epochs
+		e      Epochs
 		live   []string
 		acked  map[string]int64
 		gone   func(string) bool
-		want   shard.Epochs
+		want   Epochs
 		change bool
 	}{
-		{"a first member", shard.Epochs{}, []string{"a"}, nil, none,
-			shard.Epochs{Target: epoch(1, "a")}, true},
-		{"the first epoch needs no one", shard.Epochs{Target: epoch(1, "a")}, []string{"a"}, nil, none,
-			shard.Epochs{Committed: epoch(1, "a"), Target: epoch(1, "a")}, true},
-		{"settled", shard.Epochs{Committed: epoch(1, "a"), Target: epoch(1, "a")}, []string{"a"}, nil, none,
-			shard.Epochs{Committed: epoch(1, "a"), Target: epoch(1, "a")}, false},
-		{"a member joins", shard.Epochs{Committed: epoch(1, "a"), Target: epoch(1, "a")}, []string{"b", "a"}, nil, none,
-			shard.Epochs{Committed: epoch(1, "a"), Target: epoch(2, "a", "b")}, true},
-		{"waits for the old members", shard.Epochs{Committed: epoch(1, "a"), Target: epoch(2, "a", "b")}, []string{"a", "b"},
+		{"a first member", Epochs{}, []string{"a"}, nil, none,
+			Epochs{Target: epoch(1, "a")}, true},
+		{"the first epoch needs no one", Epochs{Target: epoch(1, "a")}, []string{"a"}, nil, none,
+			Epochs{Committed: epoch(1, "a"), Target: epoch(1, "a")}, true},
+		{"settled", Epochs{Committed: epoch(1, "a"), Target: epoch(1, "a")}, []string{"a"}, nil, none,
+			Epochs{Committed: epoch(1, "a"), Target: epoch(1, "a")}, false},
+		{"a member joins", Epochs{Committed: epoch(1, "a"), Target: epoch(1, "a")}, []string{"b", "a"}, nil, none,
+			Epochs{Committed: epoch(1, "a"), Target: epoch(2, "a", "b")}, true},
+		{"waits for the old members", Epochs{Committed: epoch(1, "a"), Target: epoch(2, "a", "b")}, []string{"a", "b"},
 			map[string]int64{"a": 1, "b": 2}, none,
-			shard.Epochs{Committed: epoch(1, "a"), Target: epoch(2, "a", "b")}, false},
-		{"commits once they acknowledged", shard.Epochs{Committed: epoch(1, "a"), Target: epoch(2, "a", "b")}, []string{"a", "b"},
+			Epochs{Committed: epoch(1, "a"), Target: epoch(2, "a", "b")}, false},
+		{"commits once they acknowledged", Epochs{Committed: epoch(1, "a"), Target: epoch(2, "a", "b")}, []string{"a", "b"},
 			map[string]int64{"a": 2}, none,
-			shard.Epochs{Committed: epoch(2, "a", "b"), Target: epoch(2, "a", "b")}, true},
-		{"a member leaves", shard.Epochs{Committed: epoch(2, "a", "b"), Target: epoch(2, "a", "b")}, []string{"a"}, nil, none,
-			shard.Epochs{Committed: epoch(2, "a", "b"), Target: epoch(3, "a")}, true},
-		{"one that left must be gone", shard.Epochs{Committed: epoch(2, "a", "b"), Target: epoch(3, "a")}, []string{"a"},
+			Epochs{Committed: epoch(2, "a", "b"), Target: epoch(2, "a", "b")}, true},
+		{"a member leaves", Epochs{Committed: epoch(2, "a", "b"), Target: epoch(2, "a", "b")}, []string{"a"}, nil, none,
+			Epochs{Committed: epoch(2, "a", "b"), Target: epoch(3, "a")}, true},
+		{"one that left must be gone", Epochs{Committed: epoch(2, "a", "b"), Target: epoch(3, "a")}, []string{"a"},
 			map[string]int64{"a": 3}, none,
-			shard.Epochs{Committed: epoch(2, "a", "b"), Target: epoch(3, "a")}, false},
-		{"commits once it is gone", shard.Epochs{Committed: epoch(2, "a", "b"), Target: epoch(3, "a")}, []string{"a"},
+			Epochs{Committed: epoch(2, "a", "b"), Target: epoch(3, "a")}, false},
+		{"commits once it is gone", Epochs{Committed: epoch(2, "a", "b"), Target: epoch(3, "a")}, []string{"a"},
 			map[string]int64{"a": 3}, func(m string) bool { return m == "b" },
-			shard.Epochs{Committed: epoch(3, "a"), Target: epoch(3, "a")}, true},
-		{"a newer change supersedes", shard.Epochs{Committed: epoch(2, "a", "b"), Target: epoch(3, "a", "b", "c")}, []string{"a", "b", "c", "d"},
+			Epochs{Committed: epoch(3, "a"), Target: epoch(3, "a")}, true},
+		{"a newer change supersedes", Epochs{Committed: epoch(2, "a", "b"), Target: epoch(3, "a", "b", "c")}, []string{"a", "b", "c", "d"},
 			map[string]int64{"a": 3, "b": 3}, none,
-			shard.Epochs{Committed: epoch(2, "a", "b"), Target: epoch(4, "a", "b", "c", "d")}, true},
-		{"an older acknowledgement does not count", shard.Epochs{Committed: epoch(2, "a", "b"), Target: epoch(4, "a", "b", "c", "d")}, []string{"a", "b", "c", "d"},
+			Epochs{Committed: epoch(2, "a", "b"), Target: epoch(4, "a", "b", "c", "d")}, true},
+		{"an older acknowledgement does not count", Epochs{Committed: epoch(2, "a", "b"), Target: epoch(4, "a", "b", "c", "d")}, []string{"a", "b", "c", "d"},
 			map[string]int64{"a": 4, "b": 3}, none,
-			shard.Epochs{Committed: epoch(2, "a", "b"), Target: epoch(4, "a", "b", "c", "d")}, false},
+			Epochs{Committed: epoch(2, "a", "b"), Target: epoch(4, "a", "b", "c", "d")}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, change := shard.Next(tc.e, tc.live, acks(tc.acked), tc.gone)
+			got, change := nextEpochs(tc.e, tc.live, acks(tc.acked), tc.gone)
 			if change != tc.change || got.Committed.String() != tc.want.Committed.String() || got.Target.String() != tc.want.Target.String() {
 				t.Errorf("Next = %v, %v; want %v, %v", got, change, tc.want, tc.change)
 			}
@@ -65,21 +63,21 @@ func TestNext(t *testing.T) {
 }
 
 func TestParseEpochs(t *testing.T) {
-	e, err := shard.ParseEpochs(map[string]string{shard.CommittedAnnotation: "2 a,b", shard.TargetAnnotation: "3 a,b,c"})
+	e, err := ParseEpochs(map[string]string{committedAnnotation: "2 a,b", targetAnnotation: "3 a,b,c"})
 	if err != nil || e.Committed.String() != "2 a,b" || e.Target.String() != "3 a,b,c" {
 		t.Errorf("ParseEpochs = %v, %v", e, err)
 	}
-	if e, err := shard.ParseEpochs(nil); err != nil || e.Target.N != 0 || e.Target.Members != nil {
+	if e, err := ParseEpochs(nil); err != nil || e.Target.N != 0 || e.Target.Members != nil {
 		t.Errorf("no annotations: %v, %v", e, err)
 	}
 	for _, bad := range []map[string]string{
-		{shard.CommittedAnnotation: "x a"},
-		{shard.CommittedAnnotation: "-1 a"},
-		{shard.TargetAnnotation: "2 b,a"},
-		{shard.TargetAnnotation: "2 a,,b"},
-		{shard.CommittedAnnotation: "3 a", shard.TargetAnnotation: "2 a"},
+		{committedAnnotation: "x a"},
+		{committedAnnotation: "-1 a"},
+		{targetAnnotation: "2 b,a"},
+		{targetAnnotation: "2 a,,b"},
+		{committedAnnotation: "3 a", targetAnnotation: "2 a"},
 	} {
-		if _, err := shard.ParseEpochs(bad); err == nil {
+		if _, err := ParseEpochs(bad); err == nil {
 			t.Errorf("ParseEpochs(%v) succeeded", bad)
 		}
 	}
@@ -94,8 +92,8 @@ func TestParseEpochs(t *testing.T) {
 // its drain waits for.
 type model struct {
 	r       *rand.Rand
-	record  shard.Epochs
-	views   map[string]*shard.View // live members' views
+	record  Epochs
+	views   map[string]*epochView // live members' views
 	acked   map[string]int64
 	dead    map[string]bool // crashed or left: reconcile nothing
 	gone    map[string]bool // dead, and its Lease released or buried
@@ -120,7 +118,7 @@ func (m *model) step() {
 	case k == 0 && len(ids) < 6: // a member joins with a fresh view
 		id := fmt.Sprintf("m%d", m.nextID)
 		m.nextID++
-		m.views[id] = shard.NewView(m.record)
+		m.views[id] = newEpochView(m.record)
 	case k == 1 && len(ids) > 0: // a member dies or leaves: it stops at once
 		id := ids[m.r.IntN(len(ids))]
 		delete(m.views, id)
@@ -132,7 +130,7 @@ func (m *model) step() {
 			}
 		}
 	case k < 6: // the coordinator steps (its view of the live members is the model's)
-		next, ok := shard.Next(m.record, ids, func(id string) int64 { return m.acked[id] }, func(id string) bool { return m.gone[id] })
+		next, ok := nextEpochs(m.record, ids, func(id string) int64 { return m.acked[id] }, func(id string) bool { return m.gone[id] })
 		if ok {
 			if next.Committed.N > m.record.Committed.N {
 				m.commits++
@@ -142,7 +140,7 @@ func (m *model) step() {
 	case len(ids) > 0: // a member reads the record and acknowledges its target
 		id := ids[m.r.IntN(len(ids))]
 		if m.record.Newer(m.views[id].Epochs) {
-			m.views[id] = shard.NewView(m.record)
+			m.views[id] = newEpochView(m.record)
 		}
 		m.acked[id] = m.views[id].Target.N
 	}
@@ -168,7 +166,7 @@ func (m *model) check(t *testing.T, step int) {
 // same hash; once things settle, every hash is permitted to exactly one.
 func TestEpochsNeverPermitAHashTwice(t *testing.T) {
 	for seed := range uint64(8) {
-		m := &model{r: rand.New(rand.NewPCG(seed, 7)), views: map[string]*shard.View{}, acked: map[string]int64{},
+		m := &model{r: rand.New(rand.NewPCG(seed, 7)), views: map[string]*epochView{}, acked: map[string]int64{},
 			dead: map[string]bool{}, gone: map[string]bool{}}
 		for range 200 {
 			m.hashes = append(m.hashes, m.r.Uint64())
@@ -184,13 +182,13 @@ func TestEpochsNeverPermitAHashTwice(t *testing.T) {
 		}
 		ids := m.live()
 		for range 4 {
-			next, ok := shard.Next(m.record, ids, func(id string) int64 { return m.acked[id] }, func(id string) bool { return m.gone[id] })
+			next, ok := nextEpochs(m.record, ids, func(id string) int64 { return m.acked[id] }, func(id string) bool { return m.gone[id] })
 			if ok {
 				m.record = next
 			}
 			for _, id := range ids {
 				if m.record.Newer(m.views[id].Epochs) {
-					m.views[id] = shard.NewView(m.record)
+					m.views[id] = newEpochView(m.record)
 				}
 				m.acked[id] = m.views[id].Target.N
 			}

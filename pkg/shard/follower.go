@@ -127,7 +127,7 @@ func (f *follower) note(obj any) {
 // apply moves this member to the view of e: steps 1 to 3 of the type's
 // doc. It returns false if ctx ended before the keys it lost were drained.
 func (f *follower) apply(ctx context.Context, e Epochs) bool {
-	old, v := f.r.view.Load(), NewView(e)
+	old, v := f.r.view.Load(), newEpochView(e)
 	f.r.view.Store(v)
 	seen := time.Now()
 	me := f.r.member
@@ -202,10 +202,10 @@ func (f *follower) ack(ctx context.Context, n int64) error {
 	}
 	ops := []map[string]any{{"op": "test", "path": "/spec/holderIdentity", "value": f.r.member}}
 	if l.Annotations == nil {
-		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{AckAnnotation: strconv.FormatInt(n, 10)}})
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{ackAnnotation: strconv.FormatInt(n, 10)}})
 	} else {
 		esc := strings.NewReplacer("~", "~0", "/", "~1").Replace // JSON pointer
-		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations/" + esc(AckAnnotation), "value": strconv.FormatInt(n, 10)})
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations/" + esc(ackAnnotation), "value": strconv.FormatInt(n, 10)})
 	}
 	body, err := json.Marshal(ops)
 	if err != nil {

@@ -230,7 +230,7 @@ func (s *Replica) follow(rec *coordinationv1.Lease, why string) error {
 			return fmt.Errorf("shard: ring %q's record (%s): %w", s.ring, where, err)
 		}
 		s.mode, s.key = recordServer, key
-		v := NewView(e)
+		v := newEpochView(e)
 		s.view.Store(v)
 		s.metrics.epoch.Set(float64(e.Committed.N))
 		if err := s.scope.Set("", Selector(key, v.Ranges(s.member))); err != nil {

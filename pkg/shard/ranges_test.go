@@ -1,4 +1,4 @@
-package shard_test
+package shard
 
 import (
 	"fmt"
@@ -10,8 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/ctrlkit/ctrlkit/pkg/shard"
 )
 
 func members(n int) []string {
@@ -44,13 +42,13 @@ func TestRangesCoverEveryHashOnce(t *testing.T) {
 		probes = append(probes, r.Uint64())
 	}
 	for n := 1; n <= 6; n++ {
-		ring := shard.NewRing(members(n)...)
-		var all []shard.Range
-		owner := map[shard.Range]string{}
+		ring := NewRing(members(n)...)
+		var all []Range
+		owner := map[Range]string{}
 		for _, m := range members(n) {
 			rs := ring.Ranges(m)
 			// Adjacent points of one member merge: about VirtualNodes*(1-1/n).
-			if want := float64(shard.VirtualNodes) * float64(n-1) / float64(n); n > 1 && (float64(len(rs)) < 0.7*want || len(rs) > shard.VirtualNodes) {
+			if want := float64(virtualNodes) * float64(n-1) / float64(n); n > 1 && (float64(len(rs)) < 0.7*want || len(rs) > virtualNodes) {
 				t.Errorf("%d members: %s has %d ranges, want about %.0f", n, m, len(rs), want)
 			}
 			for _, rg := range rs {
@@ -58,7 +56,7 @@ func TestRangesCoverEveryHashOnce(t *testing.T) {
 			}
 			all = append(all, rs...)
 		}
-		slices.SortFunc(all, func(a, b shard.Range) int {
+		slices.SortFunc(all, func(a, b Range) int {
 			if a.First < b.First {
 				return -1
 			}
@@ -73,7 +71,7 @@ func TestRangesCoverEveryHashOnce(t *testing.T) {
 			}
 		}
 		for _, h := range probes {
-			i, _ := slices.BinarySearchFunc(all, h, func(rg shard.Range, h uint64) int {
+			i, _ := slices.BinarySearchFunc(all, h, func(rg Range, h uint64) int {
 				switch {
 				case rg.Last < h:
 					return -1
@@ -87,10 +85,10 @@ func TestRangesCoverEveryHashOnce(t *testing.T) {
 			}
 		}
 	}
-	if rs := shard.NewRing("a").Ranges("a"); !slices.Equal(rs, []shard.Range{{First: 0, Last: ^uint64(0)}}) {
+	if rs := NewRing("a").Ranges("a"); !slices.Equal(rs, []Range{{First: 0, Last: ^uint64(0)}}) {
 		t.Errorf("one member's ranges = %+v, want the whole space", rs)
 	}
-	if rs := shard.NewRing("a", "b").Ranges("c"); rs != nil {
+	if rs := NewRing("a", "b").Ranges("c"); rs != nil {
 		t.Errorf("a stranger's ranges = %+v, want none", rs)
 	}
 }
@@ -101,10 +99,10 @@ func TestRangesCoverEveryHashOnce(t *testing.T) {
 func TestRangesMoveAboutOneNth(t *testing.T) {
 	ids := uuids(20000)
 	for n := 2; n <= 6; n++ {
-		ring := shard.NewRing(members(n)...)
+		ring := NewRing(members(n)...)
 		count := map[string]int{}
 		for _, id := range ids {
-			count[ring.OwnerOfHash(shard.ServerHash(id))]++
+			count[ring.OwnerOfHash(ServerHash(id))]++
 		}
 		for _, m := range members(n) {
 			if share := float64(count[m]) * float64(n) / float64(len(ids)); share < 0.7 || share > 1.3 {
@@ -112,10 +110,10 @@ func TestRangesMoveAboutOneNth(t *testing.T) {
 			}
 		}
 	}
-	three, four := shard.NewRing(members(3)...), shard.NewRing(members(4)...)
+	three, four := NewRing(members(3)...), NewRing(members(4)...)
 	moved := 0
 	for _, id := range ids {
-		h := shard.ServerHash(id)
+		h := ServerHash(id)
 		if before, after := three.OwnerOfHash(h), four.OwnerOfHash(h); before != after {
 			moved++
 			if after != members(4)[3] {
@@ -135,10 +133,10 @@ var shardRange = regexp.MustCompile(`shardRange\((object\.metadata\.\w+), '(0x[0
 // ranges are matched by k8s.io/apimachinery's sharding.Selector, the code
 // kube-apiserver filters lists and watches with; ServerHash is its hash.
 func TestSelectorMatchesAsTheServerDoes(t *testing.T) {
-	ring := shard.NewRing(members(3)...)
+	ring := NewRing(members(3)...)
 	selectors := map[string]sharding.Selector{}
 	for _, m := range members(3) {
-		s := shard.Selector(shard.KeyUID, ring.Ranges(m))
+		s := Selector(KeyUID, ring.Ranges(m))
 		var reqs []sharding.ShardRangeRequirement
 		for _, g := range shardRange.FindAllStringSubmatch(s, -1) {
 			reqs = append(reqs, sharding.ShardRangeRequirement{Key: g[1], Start: g[2], End: g[3]})
@@ -150,20 +148,20 @@ func TestSelectorMatchesAsTheServerDoes(t *testing.T) {
 	}
 	for _, id := range uuids(3000) {
 		obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: types.UID(id)}}
-		want := ring.OwnerOfHash(shard.ServerHash(id))
+		want := ring.OwnerOfHash(ServerHash(id))
 		for m, sel := range selectors {
 			if got, err := sel.Matches(obj); err != nil || got != (m == want) {
 				t.Fatalf("uid %s owned by %s: %s's selector matches %v (%v)", id, want, m, got, err)
 			}
 		}
-		if got, want := fmt.Sprintf("%016x", shard.ServerHash(id)), sharding.HashField(id); got != want {
+		if got, want := fmt.Sprintf("%016x", ServerHash(id)), sharding.HashField(id); got != want {
 			t.Fatalf("ServerHash(%s) = %s, the API server's is %s", id, got, want)
 		}
 	}
-	if got := shard.Selector(shard.KeyNamespace, []shard.Range{{First: 0, Last: ^uint64(0)}}); got != "shardRange(object.metadata.namespace, '0x0000000000000000', '0x10000000000000000')" {
+	if got := Selector(KeyNamespace, []Range{{First: 0, Last: ^uint64(0)}}); got != "shardRange(object.metadata.namespace, '0x0000000000000000', '0x10000000000000000')" {
 		t.Errorf("the whole space: %s", got)
 	}
-	if got := shard.Selector(shard.KeyUID, nil); got != "shardRange(object.metadata.uid, '0x0000000000000000', '0x0000000000000001')" {
+	if got := Selector(KeyUID, nil); got != "shardRange(object.metadata.uid, '0x0000000000000000', '0x0000000000000001')" {
 		t.Errorf("no ranges: %s", got)
 	}
 }

@@ -131,7 +131,7 @@ type Replica struct {
 	clusterScoped bool // a sharded resource is
 	// view is this member's reading of the ring's epochs, in the
 	// server-side mode: what Owns permits.
-	view atomic.Pointer[View]
+	view atomic.Pointer[epochView]
 }
 
 // shardedController is a sharded controller of the Replica.
@@ -313,7 +313,7 @@ func (r *Replica) RunSharder(ctx context.Context) error {
 	for ctx.Err() == nil {
 		err := r.sharder.Run(ctx, func(leadCtx context.Context) error {
 			if r.mode == recordServer {
-				c, err := NewCoordinator(CoordinatorOptions{Ring: r.ring, Namespace: r.sharder.Options().Namespace,
+				c, err := newRingCoordinator(ringCoordinatorOptions{Ring: r.ring, Namespace: r.sharder.Options().Namespace,
 					Kube: r.env.Kube, Interval: r.sharder.Options().RetryPeriod, Logger: r.log, Observe: r.metrics})
 				if err != nil {
 					return err
@@ -321,7 +321,7 @@ func (r *Replica) RunSharder(ctx context.Context) error {
 				r.log.Info("Running the ring's coordinator", "ring", r.ring, "member", r.member)
 				return c.Start(leadCtx)
 			}
-			sh, err := NewSharder(SharderOptions{Ring: r.ring, Namespace: r.sharder.Options().Namespace,
+			sh, err := newLabelSharder(labelSharderOptions{Ring: r.ring, Namespace: r.sharder.Options().Namespace,
 				Kube: r.env.Kube, Metadata: r.env.Metadata, Resources: r.resources, Interval: r.sharder.Options().RetryPeriod, Logger: r.log,
 				Observe: r.metrics})
 			if err != nil {

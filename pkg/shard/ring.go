@@ -9,7 +9,7 @@ import (
 // VirtualNodes is how many points each member has on a Ring's hash
 // ranges (OwnerOfHash, Ranges): with 100, the largest share of 2 to 10
 // members stays within about 20% of the mean.
-const VirtualNodes = 100
+const virtualNodes = 100
 
 // Ring places keys on its members consistently: adding or removing one
 // member of N moves about 1/N of the keys, all to or from that member,
@@ -51,9 +51,9 @@ func NewRing(members ...string) Ring {
 	for i, m := range members {
 		ms[i] = member{name: m, hash: hashString(m)}
 	}
-	pts := make([]point, 0, len(members)*VirtualNodes)
+	pts := make([]point, 0, len(members)*virtualNodes)
 	for _, m := range members {
-		for i := range VirtualNodes {
+		for i := range virtualNodes {
 			pts = append(pts, point{hash: hashString(m + "#" + strconv.Itoa(i)), member: m})
 		}
 	}

@@ -1,11 +1,9 @@
-package shard_test
+package shard
 
 import (
 	"fmt"
 	"slices"
 	"testing"
-
-	"github.com/ctrlkit/ctrlkit/pkg/shard"
 )
 
 func keys(n int) []string {
@@ -29,7 +27,7 @@ func TestRingBalance(t *testing.T) {
 			for i := range n {
 				members = append(members, fmt.Sprintf("replica-%d-%d", set, i))
 			}
-			r := shard.NewRing(members...)
+			r := NewRing(members...)
 			count := map[string]int{}
 			for _, k := range ks {
 				count[r.Owner(k)]++
@@ -52,15 +50,15 @@ func TestRingBalance(t *testing.T) {
 func TestRingMovesOnlyTheNewMembersShare(t *testing.T) {
 	ks := keys(20000)
 	// Removing a member moves only its keys.
-	abc, ac := shard.NewRing("a", "b", "c"), shard.NewRing("a", "c")
+	abc, ac := NewRing("a", "b", "c"), NewRing("a", "c")
 	for _, k := range ks {
 		if before := abc.Owner(k); before != "b" && ac.Owner(k) != before {
 			t.Fatalf("key %s moved from %s to %s when b left", k, before, ac.Owner(k))
 		}
 	}
-	three := shard.NewRing("a", "b", "c")
-	four := shard.NewRing("c", "a", "d", "b") // order does not matter
-	again := shard.NewRing("b", "c", "a")
+	three := NewRing("a", "b", "c")
+	four := NewRing("c", "a", "d", "b") // order does not matter
+	again := NewRing("b", "c", "a")
 	moved := 0
 	for _, k := range ks {
 		before, after := three.Owner(k), four.Owner(k)
@@ -80,10 +78,10 @@ func TestRingMovesOnlyTheNewMembersShare(t *testing.T) {
 }
 
 func TestRingEmptyAndMembers(t *testing.T) {
-	if got := (shard.Ring{}).Owner("x"); got != "" {
+	if got := (Ring{}).Owner("x"); got != "" {
 		t.Errorf("empty ring owner = %q", got)
 	}
-	if got := shard.NewRing("b", "a", "b").Members(); !slices.Equal(got, []string{"a", "b"}) {
+	if got := NewRing("b", "a", "b").Members(); !slices.Equal(got, []string{"a", "b"}) {
 		t.Errorf("Members = %q", got)
 	}
 }

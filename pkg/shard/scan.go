@@ -9,7 +9,7 @@ import (
 
 // list calls fn with every labelled object of slot r, a page at a time:
 // its item and what the sharder reads of it.
-func (s *Sharder) list(ctx context.Context, r int, fn func(item, snap)) error {
+func (s *labelSharder) list(ctx context.Context, r int, fn func(item, snap)) error {
 	sl := s.slots[r]
 	rc := resourceClient(s.opts.Metadata, sl.res.Resource, sl.ns)
 	cont := ""

@@ -41,7 +41,7 @@ func TestScanCountsOnlyQueuedWork(t *testing.T) {
 	metav1.AddMetaToScheme(scheme)
 	md := metadatafake.NewSimpleMetadataClient(scheme, widget, child)
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	s, err := NewSharder(SharderOptions{Ring: "web", Namespace: "leases", Kube: kubefake.NewClientset(), Metadata: md, Clock: clk,
+	s, err := newLabelSharder(labelSharderOptions{Ring: "web", Namespace: "leases", Kube: kubefake.NewClientset(), Metadata: md, Clock: clk,
 		Resources: []Resource{{Resource: gvr, Kind: schema.GroupKind{Group: "test.ctrlkit.io", Kind: "Widget"}, Primary: true},
 			{Resource: cmGVR, Kind: schema.GroupKind{Kind: "ConfigMap"}}}})
 	if err != nil {
@@ -95,7 +95,7 @@ func TestScanQueuesEveryMove(t *testing.T) {
 	}
 	scheme := runtime.NewScheme()
 	metav1.AddMetaToScheme(scheme)
-	s, err := NewSharder(SharderOptions{Ring: "web", Namespace: "leases", Kube: kubefake.NewClientset(),
+	s, err := newLabelSharder(labelSharderOptions{Ring: "web", Namespace: "leases", Kube: kubefake.NewClientset(),
 		Metadata: metadatafake.NewSimpleMetadataClient(scheme, objs...), Clock: clocktesting.NewFakeClock(time.Unix(1000, 0)),
 		Resources: []Resource{{Resource: gvr, Kind: schema.GroupKind{Group: "test.ctrlkit.io", Kind: "Widget"}, Primary: true}}})
 	if err != nil {

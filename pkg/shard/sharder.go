@@ -43,7 +43,7 @@ type Resource struct {
 }
 
 // SharderOptions configure a Sharder.
-type SharderOptions struct {
+type labelSharderOptions struct {
 	// Ring names the ring whose members share the objects.
 	Ring string
 	// Namespace holds the members' Leases (LeaseName).
@@ -65,11 +65,11 @@ type SharderOptions struct {
 	// Observe, when set, is told of every change of the live members and
 	// of every label the sharder writes; a manager feeds its metrics with
 	// it. It must not block.
-	Observe Observer
+	Observe observer
 }
 
 // Observer receives what a Sharder does, for metrics.
-type Observer interface {
+type observer interface {
 	// Members is called with the live members whenever they change.
 	Members(live []string)
 	// Labelled is called after each label write: Assign or Drain.
@@ -90,8 +90,8 @@ type Observer interface {
 // The labelled objects are read, a page at a time, by a scan when the
 // live members change (and once more after a scan that queued work, once
 // that work is done).
-type Sharder struct {
-	opts    SharderOptions
+type labelSharder struct {
+	opts    labelSharderOptions
 	members *Members
 	log     logr.Logger
 	// shardLabel and drainLabel are the ring's ShardLabel and DrainLabel.
@@ -148,7 +148,7 @@ type item struct {
 }
 
 // NewSharder validates opts and returns a Sharder.
-func NewSharder(opts SharderOptions) (*Sharder, error) {
+func newLabelSharder(opts labelSharderOptions) (*labelSharder, error) {
 	switch {
 	case opts.Ring == "":
 		return nil, errors.New("shard: SharderOptions.Ring is empty: name the ring")
@@ -171,13 +171,13 @@ func NewSharder(opts SharderOptions) (*Sharder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Sharder{opts: opts, members: NewMembers(opts.Ring, opts.Clock), log: opts.Logger, queue: q,
+	return &labelSharder{opts: opts, members: NewMembers(opts.Ring, opts.Clock), log: opts.Logger, queue: q,
 		shardLabel: ShardLabel(opts.Ring), drainLabel: DrainLabel(opts.Ring),
 		snaps: map[item]snap{}, waiting: map[item][]item{}, scans: make(chan struct{}, 1)}, nil
 }
 
 // Start runs the sharder until ctx ends. It blocks.
-func (s *Sharder) Start(ctx context.Context) error {
+func (s *labelSharder) Start(ctx context.Context) error {
 	defer s.queue.ShutDown()
 	leases := informers.NewSharedInformerFactoryWithOptions(s.opts.Kube, 0, informers.WithNamespace(s.opts.Namespace)).
 		Coordination().V1().Leases().Informer()
@@ -268,7 +268,7 @@ type snap struct {
 }
 
 // snapOf returns what the sharder reads of m.
-func (s *Sharder) snapOf(m *metav1.PartialObjectMetadata) snap {
+func (s *labelSharder) snapOf(m *metav1.PartialObjectMetadata) snap {
 	sn := snap{rv: m.ResourceVersion, shard: m.Labels[s.shardLabel], drain: m.Labels[s.drainLabel],
 		deleting: m.DeletionTimestamp != nil}
 	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
@@ -278,7 +278,7 @@ func (s *Sharder) snapOf(m *metav1.PartialObjectMetadata) snap {
 }
 
 // observe records a member Lease, and judges liveness again.
-func (s *Sharder) observe(obj any, deleted bool) {
+func (s *labelSharder) observe(obj any, deleted bool) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
@@ -298,7 +298,7 @@ func (s *Sharder) observe(obj any, deleted bool) {
 
 // judge rebuilds the ring when the live members changed, and then asks
 // for a scan of every object.
-func (s *Sharder) judge() {
+func (s *labelSharder) judge() {
 	live := s.members.Live()
 	s.mu.Lock()
 	changed := !slices.Equal(live, s.live)
@@ -318,7 +318,7 @@ func (s *Sharder) judge() {
 	// with the ring of the moment they are handled.
 }
 
-func (s *Sharder) wantScan() {
+func (s *labelSharder) wantScan() {
 	select {
 	case s.scans <- struct{}{}:
 	default:
@@ -326,7 +326,7 @@ func (s *Sharder) wantScan() {
 }
 
 // scanLoop scans whenever a scan is wanted, until ctx ends.
-func (s *Sharder) scanLoop(ctx context.Context) {
+func (s *labelSharder) scanLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -353,7 +353,7 @@ func (s *Sharder) scanLoop(ctx context.Context) {
 // queues those that must move: primaries first, so that the children of
 // a moving primary wait for it (waiting) rather than move before it is
 // handed over. It reports whether it queued any.
-func (s *Sharder) scan(ctx context.Context) (bool, error) {
+func (s *labelSharder) scan(ctx context.Context) (bool, error) {
 	s.mu.Lock()
 	ring := s.ring
 	s.waiting = map[item][]item{} // not clear: that keeps the buckets
@@ -381,7 +381,7 @@ func (s *Sharder) scan(ctx context.Context) (bool, error) {
 				current, draining := sn.shard, sn.drain != ""
 				if primaries {
 					desired := ring.Owner(ringKey(it.namespace, it.name))
-					switch Decide(current, draining, desired, s.members.Alive) {
+					switch decideAction(current, draining, desired, s.members.Alive) {
 					case Keep:
 						return
 					case Wait:
@@ -420,7 +420,7 @@ func (s *Sharder) scan(ctx context.Context) (bool, error) {
 }
 
 // keepSnap records the object as read for it, until it is handled.
-func (s *Sharder) keepSnap(it item, sn snap) {
+func (s *labelSharder) keepSnap(it item, sn snap) {
 	s.mu.Lock()
 	s.snaps[it] = sn
 	s.mu.Unlock()
@@ -429,7 +429,7 @@ func (s *Sharder) keepSnap(it item, sn snap) {
 // wait records child it, as read (sn, when not nil), to be labelled when
 // owner is assigned. It reports false, and records nothing, when owner
 // was assigned since the running scan began: the child must be queued.
-func (s *Sharder) wait(owner, it item, sn *snap) bool {
+func (s *labelSharder) wait(owner, it item, sn *snap) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.assigned[owner]; ok {
@@ -445,7 +445,7 @@ func (s *Sharder) wait(owner, it item, sn *snap) bool {
 }
 
 // process handles one item; false once the queue shut down.
-func (s *Sharder) process(ctx context.Context) bool {
+func (s *labelSharder) process(ctx context.Context) bool {
 	it, shutdown := s.queue.Get()
 	if shutdown {
 		return false
@@ -465,7 +465,7 @@ func (s *Sharder) process(ctx context.Context) bool {
 // fetch returns the object of it: as the last scan read it, or as the
 // store of unlabelled objects holds it, or else as the API server has
 // it now; false when it is gone.
-func (s *Sharder) fetch(ctx context.Context, it item) (snap, bool, error) {
+func (s *labelSharder) fetch(ctx context.Context, it item) (snap, bool, error) {
 	s.mu.Lock()
 	sn, ok := s.snaps[it]
 	s.mu.Unlock()
@@ -486,7 +486,7 @@ func (s *Sharder) fetch(ctx context.Context, it item) (snap, bool, error) {
 }
 
 // forget drops what is known of it once handled, or found stale.
-func (s *Sharder) forget(it item) {
+func (s *labelSharder) forget(it item) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.snaps[it]; !ok {
@@ -501,7 +501,7 @@ func (s *Sharder) forget(it item) {
 }
 
 // handle labels one object as Decide says, its children first.
-func (s *Sharder) handle(ctx context.Context, it item) error {
+func (s *labelSharder) handle(ctx context.Context, it item) error {
 	obj, ok, err := s.fetch(ctx, it)
 	if err != nil {
 		return err
@@ -517,7 +517,7 @@ func (s *Sharder) handle(ctx context.Context, it item) error {
 	return err
 }
 
-func (s *Sharder) decide(ctx context.Context, it item, obj snap) error {
+func (s *labelSharder) decide(ctx context.Context, it item, obj snap) error {
 	current, draining := obj.shard, obj.drain != ""
 	s.mu.Lock()
 	ring := s.ring
@@ -530,7 +530,7 @@ func (s *Sharder) decide(ctx context.Context, it item, obj snap) error {
 		return s.label(ctx, it, obj, want)
 	}
 	desired := ring.Owner(ringKey(it.namespace, it.name))
-	switch Decide(current, draining, desired, s.members.Alive) {
+	switch decideAction(current, draining, desired, s.members.Alive) {
 	case Assign:
 		if current != "" {
 			// Its owner looks dead: make it so before taking its objects.
@@ -556,7 +556,7 @@ func (s *Sharder) decide(ctx context.Context, it item, obj snap) error {
 
 // assignChildren labels the children waiting for primary it for member.
 // Those it could not label wait again.
-func (s *Sharder) assignChildren(ctx context.Context, it item, member string) error {
+func (s *labelSharder) assignChildren(ctx context.Context, it item, member string) error {
 	s.mu.Lock()
 	children, ok := s.waiting[it]
 	delete(s.waiting, it)
@@ -579,7 +579,7 @@ func (s *Sharder) assignChildren(ctx context.Context, it item, member string) er
 	return nil
 }
 
-func (s *Sharder) assignChild(ctx context.Context, c item, member string) error {
+func (s *labelSharder) assignChild(ctx context.Context, c item, member string) error {
 	obj, ok, err := s.fetch(ctx, c)
 	if err != nil || !ok {
 		return err
@@ -600,7 +600,7 @@ func (s *Sharder) assignChild(ctx context.Context, c item, member string) error 
 // waits for the owner, and is looked at again), or the ring's for its own
 // key when it has no primary owner, or for its owner's key when the owner
 // is gone.
-func (s *Sharder) childTarget(ctx context.Context, it item, obj snap, ring Ring) (string, bool, error) {
+func (s *labelSharder) childTarget(ctx context.Context, it item, obj snap, ring Ring) (string, bool, error) {
 	if !obj.hasOwner {
 		return ring.Owner(ringKey(it.namespace, it.name)), true, nil
 	}
@@ -631,7 +631,7 @@ func (s *Sharder) childTarget(ctx context.Context, it item, obj snap, ring Ring)
 // ownerItem returns the item of ref, the controlling owner of an object
 // in namespace, when it is of a primary resource the sharder watches
 // there.
-func (s *Sharder) ownerItem(ref *metav1.OwnerReference, namespace string) (item, bool) {
+func (s *labelSharder) ownerItem(ref *metav1.OwnerReference, namespace string) (item, bool) {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil {
 		return item{}, false
@@ -649,7 +649,7 @@ func ringKey(namespace, name string) string { return namespace + "/" + name }
 
 // bury takes the Lease of member, whose objects the sharder is about to
 // give away because the Lease looks expired (see buryMember).
-func (s *Sharder) bury(ctx context.Context, member string) error {
+func (s *labelSharder) bury(ctx context.Context, member string) error {
 	return buryMember(ctx, s.opts.Kube, s.leases.GetStore(), s.opts.Namespace, s.opts.Ring, member, s.log)
 }
 
@@ -686,7 +686,7 @@ func buryMember(ctx context.Context, kube kubernetes.Interface, leases cache.Sto
 	return nil
 }
 
-func (s *Sharder) observed(a Action) {
+func (s *labelSharder) observed(a Action) {
 	if s.opts.Observe != nil {
 		s.opts.Observe.Labelled(a)
 	}
@@ -694,14 +694,14 @@ func (s *Sharder) observed(a Action) {
 
 // label assigns obj, the object of it, to member, clearing any drain
 // label.
-func (s *Sharder) label(ctx context.Context, it item, obj snap, member string) error {
+func (s *labelSharder) label(ctx context.Context, it item, obj snap, member string) error {
 	return s.patch(ctx, it, labelPatch(obj.rv, s.shardLabel, member, s.drainLabel))
 }
 
 // patch applies body, a labelPatch, to the object of it. The patch is
 // conditional on the resourceVersion the sharder read, so that no
 // decision is taken on an object someone else changed meanwhile.
-func (s *Sharder) patch(ctx context.Context, it item, body []byte) error {
+func (s *labelSharder) patch(ctx context.Context, it item, body []byte) error {
 	_, err := resourceClient(s.opts.Metadata, s.slots[it.r].res.Resource, it.namespace).
 		Patch(ctx, it.name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: sharderFieldManager})
 	if apierrors.IsNotFound(err) {

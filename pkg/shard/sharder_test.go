@@ -1,4 +1,4 @@
-package shard_test
+package shard
 
 import (
 	"context"
@@ -18,8 +18,6 @@ import (
 	"k8s.io/client-go/metadata"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clocktesting "k8s.io/utils/clock/testing"
-
-	"github.com/ctrlkit/ctrlkit/pkg/shard"
 )
 
 var (
@@ -62,7 +60,7 @@ func (e *sharderEnv) renew(member string) {
 	e.t.Helper()
 	e.rv++
 	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "leases", Name: shard.LeaseName("web", member), ResourceVersion: fmt.Sprint(e.rv)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "leases", Name: LeaseName("web", member), ResourceVersion: fmt.Sprint(e.rv)},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: new(member), LeaseDurationSeconds: new(int32(15)),
 			RenewTime: &metav1.MicroTime{Time: e.clock.Now()}},
 	}
@@ -80,7 +78,7 @@ func (e *sharderEnv) labels(gvr schema.GroupVersionResource, name string) (owner
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return m.Labels[shard.ShardLabel("web")], m.Labels[shard.DrainLabel("web")] != ""
+	return m.Labels[ShardLabel("web")], m.Labels[DrainLabel("web")] != ""
 }
 
 // eventuallyT polls cond until it holds or 10s have passed.
@@ -115,9 +113,9 @@ func startSharder(t *testing.T, n int, md func(metadata.Interface) metadata.Inte
 	if md != nil {
 		reads = md(e.md)
 	}
-	s, err := shard.NewSharder(shard.SharderOptions{
+	s, err := newLabelSharder(labelSharderOptions{
 		Ring: "web", Namespace: "leases", Kube: e.kube, Metadata: reads, Clock: e.clock, Logger: logr.Discard(),
-		Resources: []shard.Resource{{Resource: widgetGVR, Kind: widgetGK, Primary: true}, {Resource: cmGVR, Kind: schema.GroupKind{Kind: "ConfigMap"}}},
+		Resources: []Resource{{Resource: widgetGVR, Kind: widgetGK, Primary: true}, {Resource: cmGVR, Kind: schema.GroupKind{Kind: "ConfigMap"}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +169,7 @@ func (e *sharderEnv) draining(widgets []int) func() bool {
 // owner does when it answers a drain.
 func (e *sharderEnv) acknowledge(ctx context.Context, widgets []int) {
 	e.t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null,%q:null}}}`, shard.ShardLabel("web"), shard.DrainLabel("web"))
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null,%q:null}}}`, ShardLabel("web"), DrainLabel("web"))
 	for _, i := range widgets {
 		if _, err := e.md.Resource(widgetGVR).Namespace("ns").Patch(ctx, widget(i).Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			e.t.Fatal(err)
@@ -182,7 +180,7 @@ func (e *sharderEnv) acknowledge(ctx context.Context, widgets []int) {
 // joining returns the widgets that move to member c when it joins a and b.
 func joining(t *testing.T, n int) []int {
 	t.Helper()
-	three := shard.NewRing("a", "b", "c")
+	three := NewRing("a", "b", "c")
 	var moving []int
 	for i := range n {
 		if three.Owner("ns/"+widget(i).Name) == "c" {
@@ -202,7 +200,7 @@ func TestSharder(t *testing.T) {
 	const n = 30
 	e := startSharder(t, n, nil)
 	ctx := t.Context()
-	want := shard.NewRing("a", "b")
+	want := NewRing("a", "b")
 	for i := range n {
 		if got, _ := e.labels(widgetGVR, widget(i).Name); got != want.Owner("ns/"+widget(i).Name) {
 			t.Errorf("widget %d on %s, the ring says %s", i, got, want.Owner("ns/"+widget(i).Name))
@@ -230,7 +228,7 @@ func TestSharder(t *testing.T) {
 	})
 	// Before giving b's objects away the sharder took b's Lease, so b can
 	// never renew it.
-	l, err := e.kube.CoordinationV1().Leases("leases").Get(ctx, shard.LeaseName("web", "b"), metav1.GetOptions{})
+	l, err := e.kube.CoordinationV1().Leases("leases").Get(ctx, LeaseName("web", "b"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +249,7 @@ func TestSharderChildOfOwnerAssignedDuringScan(t *testing.T) {
 	e := startSharder(t, n, func(md metadata.Interface) metadata.Interface {
 		return gatedMetadata{Interface: md, before: func(gvr schema.GroupVersionResource, opts metav1.ListOptions) {
 			// The scan's list of the children, once armed: hold it.
-			if gvr == cmGVR && opts.LabelSelector == shard.ShardLabel("web") && armed.CompareAndSwap(true, false) {
+			if gvr == cmGVR && opts.LabelSelector == ShardLabel("web") && armed.CompareAndSwap(true, false) {
 				close(listing)
 				<-release
 			}

@@ -20,7 +20,7 @@ func partialMeta(name string) *metav1.PartialObjectMetadata {
 // object, tells of every object stored, forgets deleted ones, drops its
 // map once empty, and a Replace leaves exactly the list.
 func TestUnlabelledStore(t *testing.T) {
-	s := &Sharder{opts: SharderOptions{Ring: "web"}, shardLabel: ShardLabel("web"), drainLabel: DrainLabel("web")}
+	s := &labelSharder{opts: labelSharderOptions{Ring: "web"}, shardLabel: ShardLabel("web"), drainLabel: DrainLabel("web")}
 	var told []string
 	u := &unlabelled{snap: s.snapOf, added: func(key cache.ObjectName, sn snap) { told = append(told, key.Name) }}
 	get := func(name string) *snap {

@@ -63,7 +63,7 @@ func epochsOf(t *testing.T, k kubernetes.Interface, ns string) shard.Epochs {
 }
 
 // TestShardingServerSide: on a control plane whose kube-apiserver has
-// ShardedListAndWatch, replicas in ShardingAuto pick the server-side mode.
+// ShardedListAndWatch, replicas in shard.ModeAuto pick the server-side mode.
 // Each lists and watches only the hash ranges of its share (its requests
 // carry its shardSelector, and its cache holds exactly the ConfigMaps the
 // ring gives it by uid). A second replica joins while writes churn, then

@@ -144,7 +144,7 @@ type shardedReplica struct {
 }
 
 // startShardedReplica runs a manager sharding the ConfigMaps of ns on the
-// default control plane, in ShardingAuto, whose controller records into
+// default control plane, in shard.ModeAuto, whose controller records into
 // rec.
 func startShardedReplica(t *testing.T, ns, name string, rec *spans) (*manager.Manager, *running) {
 	t.Helper()
@@ -273,7 +273,7 @@ func reconciledAt(t *testing.T, rec *spans, ns string, n, gen int) {
 }
 
 // TestShardingHandsOverWithoutOverlap: two replicas in one process share
-// 40 ConfigMaps, in the label mode, which ShardingAuto picks on the
+// 40 ConfigMaps, in the label mode, which shard.ModeAuto picks on the
 // default control plane (its kube-apiserver has no ShardedListAndWatch). The second joins after the first owns them all, takes its
 // share only through handovers, and leaves gracefully; writes churn
 // throughout. No key is reconciled by both at once, and every last write is
@@ -382,7 +382,7 @@ func ringMode(t *testing.T, k kubernetes.Interface, ns string) string {
 	return l.Annotations[shard.ModeAnnotation]
 }
 
-// TestShardingServerModeNeedsTheGate: Mode ShardingServer on a control
+// TestShardingServerModeNeedsTheGate: Mode shard.ModeServer on a control
 // plane whose kube-apiserver ignores shardSelector fails Run, saying why;
 // it does not fall back to labels.
 func TestShardingServerModeNeedsTheGate(t *testing.T) {

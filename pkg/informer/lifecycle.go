@@ -295,6 +295,12 @@ func (e *entry) buildParts(gated bool) ([]*part, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The parts take the scope as it is now: a change signalled before
+	// this is in them (a later one signals again).
+	select {
+	case <-e.rescoped:
+	default:
+	}
 	tweak = e.key.scope.tweak(tweak)
 	var share *sharer
 	if e.c.opts.ShareMetadata {

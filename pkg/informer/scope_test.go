@@ -2,8 +2,10 @@ package informer_test
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -180,3 +182,56 @@ func within(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestScopeSetBeforeStart: a Scope set before the informer starts is in
+// its first list; the informer does not list again for it at start. Only a
+// later change lists anew.
+func TestScopeSetBeforeStart(t *testing.T) {
+	cluster, err := fake.New(fake.Options{Scheme: kubescheme.Scheme, Objects: []runtime.Object{
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a", Labels: map[string]string{"shard": "a"}}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "b", Labels: map[string]string{"shard": "b"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lists atomic.Int32
+	cfg := cluster.Config()
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if q := req.URL.Query(); req.URL.Path == "/api/v1/configmaps" && q.Get("watch") == "" && q.Has("labelSelector") {
+				lists.Add(1)
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	c, err := informer.New(informer.Clients{Kube: kube, Dynamic: dynamic.NewForConfigOrDie(cfg), Mapper: cluster.RESTMapper(), Config: cfg}, informer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := informer.NewScope("test")
+	scoped, err := informer.For[*corev1.ConfigMap](c, scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := scope.Set("shard=a", ""); err != nil { // declared, not started
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(func() { cancel(); c.Wait() })
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	within(t, func() bool { return slices.Equal(names(t, scoped.Lister()), []string{"a"}) })
+	if err := scope.Set("shard=b", ""); err != nil {
+		t.Fatal(err)
+	}
+	within(t, func() bool { return slices.Equal(names(t, scoped.Lister()), []string{"b"}) })
+	if n := lists.Load(); n != 2 {
+		t.Errorf("the scoped informer listed %d times, want 2: once at start with the scope set before it, once for the change", n)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -25,7 +25,8 @@ import (
 // (a cache.DeletedFinalStateUnknown) for each object that left, an add for
 // each that entered, and an update for each that changed meanwhile. An
 // event of the new watch that arrives during the switch may reach the
-// handlers twice.
+// handlers twice, and an AwaitWrite waiting on the old informer returns
+// when it is switched out, whether or not the new one holds the write.
 //
 // A Scope is safe for concurrent use. The zero value is not usable; call
 // NewScope.

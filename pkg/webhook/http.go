@@ -16,7 +16,8 @@ import (
 // maxAdmissionBody bounds an AdmissionReview's body. The API server accepts
 // objects of up to 3 MiB (etcd's 1.5 MiB request limit, doubled for JSON),
 // and a review carries at most two (the old and the new) and its request's
-// fields. A ConversionReview is not bounded: it carries a whole list.
+// fields. A ConversionReview carries a whole list: the Server's
+// Options.MaxBodyBytes bounds it.
 const maxAdmissionBody = 7 << 20
 
 // httpError is a request the webhook cannot answer with a review: the API

@@ -21,6 +21,25 @@ import (
 // port kubebuilder's projects give their webhook Service.
 const DefaultAddr = ":9443"
 
+// The defaults of a Server's limits (Options.ReadTimeout, IdleTimeout,
+// MaxHeaderBytes, MaxBodyBytes).
+const (
+	// DefaultReadTimeout bounds the time to read a request, its body
+	// included: the API server calls a webhook with a timeout of at most
+	// 30 seconds.
+	DefaultReadTimeout = 30 * time.Second
+	// DefaultIdleTimeout is how long a kept-alive connection may wait for
+	// its next request.
+	DefaultIdleTimeout = 90 * time.Second
+	// DefaultMaxHeaderBytes bounds a request's header.
+	DefaultMaxHeaderBytes = 1 << 20
+	// DefaultMaxBodyBytes bounds a request's body. It is the bound of a
+	// ConversionReview, which carries every object of a list the API
+	// server converts; an AdmissionReview is bounded lower still (7 MiB:
+	// two objects of the API server's 3 MiB at most, and its fields).
+	DefaultMaxBodyBytes = 64 << 20
+)
+
 // drainTimeout bounds how long Start waits for requests in flight once its
 // ctx is done: the API server's default webhook timeout (timeoutSeconds).
 const drainTimeout = 10 * time.Second
@@ -41,6 +60,15 @@ type Options struct {
 	// CVE-2023-44487), and the API server calls webhooks over HTTP/1.1
 	// just as well.
 	HTTP2 bool
+	// ReadTimeout bounds the time to read a request, body included; a
+	// client that sends it slower has its connection closed. IdleTimeout
+	// bounds how long a kept-alive connection waits for its next request.
+	// MaxHeaderBytes bounds a request's header, MaxBodyBytes its body (a
+	// larger one is answered 413 Request Entity Too Large). Zero means
+	// DefaultReadTimeout, DefaultIdleTimeout, DefaultMaxHeaderBytes and
+	// DefaultMaxBodyBytes; a header must also arrive within 10 seconds.
+	ReadTimeout, IdleTimeout     time.Duration
+	MaxHeaderBytes, MaxBodyBytes int64
 	// Registry receives the metrics (see the package doc). Nil means they
 	// are not registered.
 	Registry prometheus.Registerer
@@ -82,6 +110,23 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	if opts.GetCertificate == nil {
 		return nil, errors.New("webhook: Options.GetCertificate is nil: pass a certificate source's GetCertificate, which the TLS handshake asks for the serving certificate")
+	}
+	for _, l := range []struct {
+		name string
+		v    *int64
+		def  int64
+	}{
+		{"ReadTimeout", (*int64)(&opts.ReadTimeout), int64(DefaultReadTimeout)},
+		{"IdleTimeout", (*int64)(&opts.IdleTimeout), int64(DefaultIdleTimeout)},
+		{"MaxHeaderBytes", &opts.MaxHeaderBytes, DefaultMaxHeaderBytes},
+		{"MaxBodyBytes", &opts.MaxBodyBytes, DefaultMaxBodyBytes},
+	} {
+		switch {
+		case *l.v < 0:
+			return nil, fmt.Errorf("webhook: Options.%s is negative: use 0 for the default, or a positive limit", l.name)
+		case *l.v == 0:
+			*l.v = l.def
+		}
 	}
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
@@ -159,6 +204,9 @@ func (s *Server) Start(ctx context.Context) error {
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(s.serve),
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       s.opts.ReadTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		MaxHeaderBytes:    int(s.opts.MaxHeaderBytes),
 		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.opts.GetCertificate},
 		Protocols:         &protocols,
 		BaseContext:       func(net.Listener) context.Context { return base },
@@ -204,6 +252,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("webhook: no webhook is registered at %q", r.URL.Path), http.StatusNotFound)
 		return
 	}
+	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
 	h.ServeHTTP(w, r)
 }
 

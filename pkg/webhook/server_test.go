@@ -441,3 +441,86 @@ func TestServerCountsPanics(t *testing.T) {
 		}
 	}
 }
+
+// TestServerLimits: a body over MaxBodyBytes (a ConversionReview's
+// included) is answered 413 without being read whole, a body sent slower
+// than ReadTimeout allows has its connection closed, and a kept-alive
+// connection left idle past IdleTimeout is closed. Before the limits, a
+// ConversionReview had no size bound and connections no read or idle
+// bound.
+func TestServerLimits(t *testing.T) {
+	certs := newTestCerts(t)
+	s, _ := startServer(t, webhook.Options{GetCertificate: certs.get, MaxBodyBytes: 1 << 20,
+		ReadTimeout: 500 * time.Millisecond, IdleTimeout: 500 * time.Millisecond})
+	if err := s.Register("/convert", newConversion(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Register("/a", hello); err != nil {
+		t.Fatal(err)
+	}
+	url := "https://" + s.Addr().String()
+
+	t.Run("oversized conversion review", func(t *testing.T) {
+		obj := gadgetJSON(groupV1alpha1, "g", `{"note":"`+strings.Repeat("x", 2<<20)+`"}`)
+		resp, err := certs.client(t, nil).Post(url+"/convert", "application/json", bytes.NewReader(conversionBody(groupV1, obj)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			body, _ := io.ReadAll(resp.Body)
+			t.Errorf("a 2 MiB ConversionReview with MaxBodyBytes 1 MiB: status %d %s, want 413", resp.StatusCode, body)
+		}
+	})
+
+	dial := func(t *testing.T) *tls.Conn {
+		t.Helper()
+		conn, err := tls.Dial("tcp", s.Addr().String(), &tls.Config{RootCAs: certs.pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	// closed reports whether the server closed conn within waitTimeout.
+	closed := func(conn *tls.Conn) bool {
+		_ = conn.SetReadDeadline(time.Now().Add(waitTimeout))
+		_, err := io.Copy(io.Discard, conn)
+		var ne net.Error
+		return !(errors.As(err, &ne) && ne.Timeout())
+	}
+
+	t.Run("slow body", func(t *testing.T) {
+		conn := dial(t)
+		fmt.Fprintf(conn, "POST /a HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() { // a byte every 100ms: the body would take 10s
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+					if _, err := conn.Write([]byte(" ")); err != nil {
+						return
+					}
+				}
+			}
+		}()
+		if !closed(conn) {
+			t.Errorf("a body sent a byte every 100ms kept its connection open %v, want it closed after ReadTimeout", waitTimeout)
+		}
+	})
+
+	t.Run("idle connection", func(t *testing.T) {
+		conn := dial(t)
+		fmt.Fprintf(conn, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+		if !closed(conn) {
+			t.Errorf("a kept-alive connection stayed open %v after its request, want it closed after IdleTimeout", waitTimeout)
+		}
+	})
+
+	if _, err := webhook.NewServer(webhook.Options{GetCertificate: certs.get, MaxBodyBytes: -1}); err == nil || !strings.Contains(err.Error(), "Options.MaxBodyBytes is negative") {
+		t.Errorf("NewServer with a negative MaxBodyBytes = %v, want an error naming it", err)
+	}
+}

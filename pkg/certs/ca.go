@@ -27,13 +27,14 @@ func (h hosts) covers(c *x509.Certificate) bool {
 	return true
 }
 
-// newCA returns a new self-signed CA valid for validity from now.
+// newCA returns a new self-signed CA valid for validity from now. Its path
+// length is 0: it signs serving certificates, never another CA.
 func newCA(cn string, now time.Time, validity time.Duration) (*keyPair, error) {
 	tmpl, err := template(cn, now, validity)
 	if err != nil {
 		return nil, err
 	}
-	tmpl.IsCA = true
+	tmpl.IsCA, tmpl.MaxPathLen, tmpl.MaxPathLenZero = true, 0, true
 	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature
 	return sign(tmpl, nil)
 }

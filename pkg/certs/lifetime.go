@@ -28,6 +28,10 @@ type Lifetime struct {
 	RenewBefore time.Duration
 }
 
+// MaxValidity bounds a Lifetime's Validity: a certificate valid longer
+// outlives any plan to rotate its key.
+const MaxValidity = 10 * 365 * 24 * time.Hour
+
 // withDefaults returns l with a zero Validity replaced by validity and a
 // zero RenewBefore by Validity/3.
 func (l Lifetime) withDefaults(validity time.Duration) Lifetime {
@@ -42,6 +46,9 @@ func (l Lifetime) withDefaults(validity time.Duration) Lifetime {
 
 // validate checks l (after withDefaults); field names it in errors.
 func (l Lifetime) validate(field string) error {
+	if l.Validity > MaxValidity {
+		return fmt.Errorf("certs: %s.Validity (%v) is more than MaxValidity (10 years): lower it, or leave it zero for the default", field, l.Validity)
+	}
 	if l.Validity < time.Second {
 		return fmt.Errorf("certs: %s.Validity (%v) must be at least 1s (certificates count whole seconds): raise it, or leave it zero for the default", field, l.Validity)
 	}

@@ -1,6 +1,7 @@
 package certs_test
 
 import (
+	"crypto/x509"
 	"net"
 	"strings"
 	"testing"
@@ -81,6 +82,8 @@ func TestSelfSignedInvalidOptions(t *testing.T) {
 			"certs: SelfSignedOptions.Lifetime.RenewBefore (2h0m0s) must be positive and less than SelfSignedOptions.Lifetime.Validity (1h0m0s)"},
 		{"too short", certs.SelfSignedOptions{Lifetime: certs.Lifetime{Validity: time.Millisecond}},
 			"certs: SelfSignedOptions.Lifetime.Validity (1ms) must be at least 1s"},
+		{"290 years", certs.SelfSignedOptions{Lifetime: certs.Lifetime{Validity: 290 * 365 * 24 * time.Hour}},
+			"certs: SelfSignedOptions.Lifetime.Validity (2540400h0m0s) is more than MaxValidity"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := certs.NewSelfSigned(tt.opts)
@@ -88,5 +91,23 @@ func TestSelfSignedInvalidOptions(t *testing.T) {
 				t.Fatalf("NewSelfSigned: %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestSelfSignedIsNotACA: the self-signed serving certificate signs
+// nothing: it is not a CA (it was, and could have signed a certificate for
+// any name that its clients would then trust), yet it still verifies with
+// itself as the root.
+func TestSelfSignedIsNotACA(t *testing.T) {
+	s, err := certs.NewSelfSigned(certs.SelfSignedOptions{DNSNames: []string{"metrics.operators.svc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := served(t, s.GetCertificate)
+	if leaf.IsCA || leaf.KeyUsage&x509.KeyUsageCertSign != 0 {
+		t.Errorf("the self-signed certificate is a CA (IsCA %v, key usage %v), want a leaf", leaf.IsCA, leaf.KeyUsage)
+	}
+	if err := verify(leaf, s.CABundle(), "metrics.operators.svc", time.Now()); err != nil {
+		t.Errorf("the self-signed certificate does not verify against itself: %v", err)
 	}
 }

@@ -67,6 +67,12 @@ func TestSharedFirstWriterWins(t *testing.T) {
 	if s.Type != corev1.SecretTypeTLS {
 		t.Errorf("the Secret's type is %q, want %q", s.Type, corev1.SecretTypeTLS)
 	}
+	if ca := leaf(t, s.Data["ca.crt"]); !ca.IsCA || ca.MaxPathLen != 0 || !ca.MaxPathLenZero {
+		t.Errorf("the CA has IsCA %v, MaxPathLen %d (zero set: %v); want a CA of path length 0, which can sign no other CA", ca.IsCA, ca.MaxPathLen, ca.MaxPathLenZero)
+	}
+	if stored.IsCA {
+		t.Error("the serving certificate is a CA")
+	}
 	if n := linesA.count("created a CA") + linesB.count("created a CA"); n != 1 {
 		t.Errorf("%d replicas logged creating a CA, want 1", n)
 	}

@@ -53,15 +53,16 @@ func template(cn string, now time.Time, validity time.Duration) (*x509.Certifica
 	}, nil
 }
 
-// newSelfSigned returns a self-signed serving certificate for h. It is its
-// own CA, so a client can trust it by putting it in its root pool.
+// newSelfSigned returns a self-signed serving certificate for h. It is not
+// a CA, so it can sign nothing; a client trusts it by putting it in its
+// root pool (Go's verifier, like most, accepts a root pool's certificate
+// as the whole chain).
 func newSelfSigned(h hosts, now time.Time, validity time.Duration) (*keyPair, error) {
 	tmpl, err := template(servingCN(h), now, validity)
 	if err != nil {
 		return nil, err
 	}
-	tmpl.IsCA = true
-	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	tmpl.DNSNames, tmpl.IPAddresses = h.dnsNames, h.ips
 	return sign(tmpl, nil)

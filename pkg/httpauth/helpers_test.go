@@ -2,6 +2,7 @@ package httpauth_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -15,8 +16,12 @@ import (
 	"go.uber.org/goleak"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -148,3 +153,67 @@ func do(h http.Handler, method, path, auth string, log logr.Logger) *httptest.Re
 }
 
 var errDown = errors.New("connection refused")
+
+// gated is a's clientset, whose TokenReviews wait for tokens to close and
+// whose SubjectAccessReviews wait for accesses to close (a nil channel: no
+// wait) before they reach the fake. They wait outside the fake's lock,
+// which its reactors run under, so that in a synctest bubble every review
+// waits durably, side by side.
+func (a *fakeAPI) gated(tokens, accesses <-chan struct{}) kubernetes.Interface {
+	return gatedClient{Clientset: a.kube, tokens: tokens, accesses: accesses}
+}
+
+type gatedClient struct {
+	*fake.Clientset
+	tokens, accesses <-chan struct{}
+}
+
+func (c gatedClient) AuthenticationV1() authenticationv1client.AuthenticationV1Interface {
+	return gatedAuthentication{c.Clientset.AuthenticationV1(), c.tokens}
+}
+
+func (c gatedClient) AuthorizationV1() authorizationv1client.AuthorizationV1Interface {
+	return gatedAuthorization{c.Clientset.AuthorizationV1(), c.accesses}
+}
+
+type gatedAuthentication struct {
+	authenticationv1client.AuthenticationV1Interface
+	gate <-chan struct{}
+}
+
+func (g gatedAuthentication) TokenReviews() authenticationv1client.TokenReviewInterface {
+	return gatedTokenReviews{g.AuthenticationV1Interface.TokenReviews(), g.gate}
+}
+
+type gatedTokenReviews struct {
+	authenticationv1client.TokenReviewInterface
+	gate <-chan struct{}
+}
+
+func (g gatedTokenReviews) Create(ctx context.Context, tr *authenticationv1.TokenReview, opts metav1.CreateOptions) (*authenticationv1.TokenReview, error) {
+	if g.gate != nil {
+		<-g.gate
+	}
+	return g.TokenReviewInterface.Create(ctx, tr, opts)
+}
+
+type gatedAuthorization struct {
+	authorizationv1client.AuthorizationV1Interface
+	gate <-chan struct{}
+}
+
+func (g gatedAuthorization) SubjectAccessReviews() authorizationv1client.SubjectAccessReviewInterface {
+	return gatedAccessReviews{g.AuthorizationV1Interface.SubjectAccessReviews(), g.gate}
+}
+
+type gatedAccessReviews struct {
+	authorizationv1client.SubjectAccessReviewInterface
+	gate <-chan struct{}
+}
+
+func (g gatedAccessReviews) Create(ctx context.Context, sar *authorizationv1.SubjectAccessReview, opts metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error) {
+	if g.gate != nil {
+		<-g.gate
+	}
+	return g.SubjectAccessReviewInterface.Create(ctx, sar, opts)
+}

@@ -7,7 +7,9 @@ import (
 )
 
 // cache remembers values for a time, and at most max of them: when full,
-// the least recently used goes first. It is safe for concurrent use.
+// the least recently used goes first. An expired value stays until it is
+// evicted, replaced or deleted, so that get can tell a key seen before
+// from one never seen. It is safe for concurrent use.
 type cache[K comparable, V any] struct {
 	mu    sync.Mutex
 	max   int
@@ -25,24 +27,18 @@ func newCache[K comparable, V any](max int) *cache[K, V] {
 	return &cache[K, V]{max: max, items: make(map[K]*list.Element)}
 }
 
-// get returns the value stored under k, unless it has expired.
-func (c *cache[K, V]) get(k K) (V, bool) {
+// get returns the value stored under k, whether it is still fresh (its
+// ttl has not passed), and whether k is stored at all.
+func (c *cache[K, V]) get(k K) (v V, fresh, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.items[k]
 	if !ok {
-		var zero V
-		return zero, false
-	}
-	e := el.Value.(*entry[K, V])
-	if !time.Now().Before(e.expires) {
-		c.lru.Remove(el)
-		delete(c.items, k)
-		var zero V
-		return zero, false
+		return v, false, false
 	}
 	c.lru.MoveToFront(el)
-	return e.val, true
+	e := el.Value.(*entry[K, V])
+	return e.val, time.Now().Before(e.expires), true
 }
 
 // put stores v under k for ttl, evicting the least recently used entry if
@@ -62,4 +58,14 @@ func (c *cache[K, V]) put(k K, v V, ttl time.Duration) {
 		delete(c.items, oldest.Value.(*entry[K, V]).key)
 	}
 	c.items[k] = c.lru.PushFront(e)
+}
+
+// delete forgets k.
+func (c *cache[K, V]) delete(k K) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[k]; ok {
+		c.lru.Remove(el)
+		delete(c.items, k)
+	}
 }

@@ -15,9 +15,10 @@ import (
 )
 
 // Guard /metrics with the cluster's authentication and RBAC. In a program,
-// Client is the operator's clientset (manager.Options.SecureMetrics does
-// this for a Manager's /metrics); here a fake clientset plays the API
-// server: it knows the token "prometheus-token", whose user may get
+// Client is a clientset of the Guard's own, built from the operator's
+// rest config with its own rate limiter (manager.Options.SecureMetrics
+// does this for a Manager's /metrics); here a fake clientset plays the
+// API server: it knows the token "prometheus-token", whose user may get
 // /metrics.
 func Example() {
 	kube := fake.NewClientset()

@@ -8,12 +8,16 @@ import (
 	"fmt"
 	"hash"
 	"maps"
+	"math"
 	"net/http"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,16 +27,24 @@ import (
 
 // Defaults used when the matching Options field is zero.
 const (
-	DefaultAllowTTL  = 10 * time.Second
-	DefaultDenyTTL   = 5 * time.Second
-	DefaultCacheSize = 1024
+	DefaultAllowTTL         = 10 * time.Second
+	DefaultDenyTTL          = 5 * time.Second
+	DefaultCacheSize        = 1024
+	DefaultReviewTimeout    = 5 * time.Second
+	DefaultReviewsPerSecond = 10
+	DefaultReviewBurst      = 20
 )
 
 // Options configures a Guard.
 type Options struct {
 	// Client creates the TokenReviews and SubjectAccessReviews. Its
 	// identity needs create on tokenreviews.authentication.k8s.io and
-	// subjectaccessreviews.authorization.k8s.io. Required.
+	// subjectaccessreviews.authorization.k8s.io. Give the Guard a
+	// clientset of its own, with a rate limiter of its own (rest.Config's
+	// QPS and Burst, or RateLimiter), so that the reviews never spend the
+	// request budget of other clients, such as a controller's. A review
+	// waits for the client's rate limiter within ReviewTimeout. Required,
+	// and not a nil pointer.
 	Client kubernetes.Interface
 	// AllowTTL is how long an accepted token and an allowed access are
 	// remembered: how long a revoked token or a removed permission keeps
@@ -42,10 +54,33 @@ type Options struct {
 	// remembered: how long a newly granted permission takes to work.
 	// 0 means DefaultDenyTTL.
 	DenyTTL time.Duration
-	// CacheSize bounds the entries of each of the two caches (tokens, and
-	// accesses); when one is full, the least recently used entry goes.
-	// 0 means DefaultCacheSize.
+	// CacheSize bounds the entries of each of the Guard's four caches:
+	// tokens accepted, tokens rejected, accesses allowed, accesses denied.
+	// When one is full, its least recently used entry goes; a rejection
+	// never evicts an acceptance, so a flood of unknown tokens cannot push
+	// a scraper's token out. An accepted token or allowed access stays
+	// there past AllowTTL, no longer admitting anything, until evicted, to
+	// mark it as known (see ReviewsPerSecond). 0 means DefaultCacheSize.
 	CacheSize int
+	// ReviewTimeout bounds each review, including its wait for Client's
+	// rate limiter. A request whose review has no answer by then is
+	// answered 503 Service Unavailable with Retry-After. 0 means
+	// DefaultReviewTimeout.
+	ReviewTimeout time.Duration
+	// ReviewsPerSecond and ReviewBurst are the token bucket that bounds
+	// the reviews the Guard creates of what it does not know: tokens not
+	// among its accepted ones and accesses not among its allowed ones,
+	// TokenReviews and SubjectAccessReviews counted together. So a flood
+	// of unknown tokens creates at most ReviewBurst reviews at once and
+	// ReviewsPerSecond a second after that: that is the load it can put
+	// on the API server. A request that misses the cache when the bucket
+	// is empty is answered 429 Too Many Requests with Retry-After, and
+	// no review is created. Cached results are never throttled, and
+	// neither is the renewal of a known token or access after AllowTTL,
+	// of which at most one per token and per access runs at a time.
+	// 0 means DefaultReviewsPerSecond and DefaultReviewBurst.
+	ReviewsPerSecond float64
+	ReviewBurst      int
 }
 
 // Guard admits an HTTP request to the handlers it wraps when the API server
@@ -54,9 +89,11 @@ type Options struct {
 // safe for concurrent use, and one Guard may wrap several handlers, which
 // then share its caches.
 type Guard struct {
-	opts   Options
-	tokens *cache[[sha256.Size]byte, tokenResult]  // by sha256 of the token
-	access *cache[[sha256.Size]byte, accessResult] // by sha256 of user, verb, path
+	opts       Options
+	retryAfter string                 // the Retry-After of a 429: the seconds the bucket takes to gain a review
+	limit      *rate.Limiter          // shared by tokens and access
+	tokens     *reviews[tokenResult]  // by sha256 of the token
+	access     *reviews[accessResult] // by sha256 of user, verb, path
 }
 
 type tokenResult struct {
@@ -65,17 +102,29 @@ type tokenResult struct {
 	reason        string // why not, when the server says
 }
 
+func (r tokenResult) admitted() bool { return r.authenticated }
+
 type accessResult struct {
 	allowed bool
 	reason  string
 }
+
+func (r accessResult) admitted() bool { return r.allowed }
+
+// Errors of a review that is not created, or not answered in time.
+var (
+	errThrottled = errors.New("httpauth: too many reviews of unknown tokens and accesses (Options.ReviewsPerSecond)")
+	errTimeout   = errors.New("httpauth: the review was not answered within Options.ReviewTimeout")
+)
 
 // New validates opts and returns a Guard. It does not contact the API
 // server.
 func New(opts Options) (*Guard, error) {
 	var errs []error
 	if opts.Client == nil {
-		errs = append(errs, errors.New("httpauth: Options.Client is nil: pass the clientset the reviews are created with (e.g. Manager.Kubernetes())"))
+		errs = append(errs, errors.New("httpauth: Options.Client is nil: pass a clientset of the Guard's own, e.g. kubernetes.NewForConfig(cfg)"))
+	} else if v := reflect.ValueOf(opts.Client); v.Kind() == reflect.Pointer && v.IsNil() {
+		errs = append(errs, fmt.Errorf("httpauth: Options.Client is a nil %T: pass a clientset that was built, e.g. the one kubernetes.NewForConfig(cfg) returns", opts.Client))
 	}
 	bad := func(field string, v any, fix string) {
 		errs = append(errs, fmt.Errorf("httpauth: Options.%s is %v: %s", field, v, fix))
@@ -89,6 +138,15 @@ func New(opts Options) (*Guard, error) {
 	if opts.CacheSize < 0 {
 		bad("CacheSize", opts.CacheSize, "use 0 for the default, or a positive number of entries")
 	}
+	if opts.ReviewTimeout < 0 {
+		bad("ReviewTimeout", opts.ReviewTimeout, "use 0 for the default, or a positive duration")
+	}
+	if !(opts.ReviewsPerSecond >= 0) || math.IsInf(opts.ReviewsPerSecond, 0) {
+		bad("ReviewsPerSecond", opts.ReviewsPerSecond, "use 0 for the default, or a positive finite number")
+	}
+	if opts.ReviewBurst < 0 {
+		bad("ReviewBurst", opts.ReviewBurst, "use 0 for the default, or a positive number of reviews")
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -101,11 +159,23 @@ func New(opts Options) (*Guard, error) {
 	if opts.CacheSize == 0 {
 		opts.CacheSize = DefaultCacheSize
 	}
-	return &Guard{
-		opts:   opts,
-		tokens: newCache[[sha256.Size]byte, tokenResult](opts.CacheSize),
-		access: newCache[[sha256.Size]byte, accessResult](opts.CacheSize),
-	}, nil
+	if opts.ReviewTimeout == 0 {
+		opts.ReviewTimeout = DefaultReviewTimeout
+	}
+	if opts.ReviewsPerSecond == 0 {
+		opts.ReviewsPerSecond = DefaultReviewsPerSecond
+	}
+	if opts.ReviewBurst == 0 {
+		opts.ReviewBurst = DefaultReviewBurst
+	}
+	g := &Guard{
+		opts:       opts,
+		retryAfter: strconv.Itoa(max(1, int(math.Ceil(1/opts.ReviewsPerSecond)))),
+		limit:      rate.NewLimiter(rate.Limit(opts.ReviewsPerSecond), opts.ReviewBurst),
+	}
+	g.tokens = newReviews[tokenResult](g)
+	g.access = newReviews[accessResult](g)
+	return g, nil
 }
 
 // Wrap returns a handler that serves a request with next once the Guard
@@ -115,6 +185,10 @@ func New(opts Options) (*Guard, error) {
 //   - 403 Forbidden when the SubjectAccessReview does not allow the token's
 //     user the request's verb (its method in lower case, "get" for GET) on
 //     its path, a non-resource URL such as "/metrics";
+//   - 429 Too Many Requests, with Retry-After, when a review is needed and
+//     Options.ReviewsPerSecond allows none now; no review is created;
+//   - 503 Service Unavailable, with Retry-After, when a review has no
+//     answer within Options.ReviewTimeout; the error is logged;
 //   - 500 Internal Server Error when a review cannot be created; the error
 //     is logged.
 //
@@ -133,8 +207,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		}
 		tr, err := g.authenticate(ctx, token)
 		if err != nil {
-			log.Error(err, "Cannot authenticate a request")
-			http.Error(w, "Internal Server Error: the token could not be reviewed (TokenReview failed); the server's log has the error", http.StatusInternalServerError)
+			g.fail(w, log, err, "TokenReview")
 			return
 		}
 		if !tr.authenticated {
@@ -146,8 +219,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		verb := strings.ToLower(r.Method)
 		ar, err := g.authorize(ctx, tr.user, verb, r.URL.Path)
 		if err != nil {
-			log.Error(err, "Cannot authorize a request", "user", tr.user.Username, "verb", verb)
-			http.Error(w, "Internal Server Error: the access could not be reviewed (SubjectAccessReview failed); the server's log has the error", http.StatusInternalServerError)
+			g.fail(w, log.WithValues("user", tr.user.Username, "verb", verb), err, "SubjectAccessReview")
 			return
 		}
 		if !ar.allowed {
@@ -158,6 +230,30 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		r.Header.Del("Authorization")
 		next.ServeHTTP(w, r)
 	})
+}
+
+// fail answers a request whose review of kind (TokenReview or
+// SubjectAccessReview) returned err.
+func (g *Guard) fail(w http.ResponseWriter, log logr.Logger, err error, kind string) {
+	switch {
+	case errors.Is(err, errThrottled):
+		log.V(4).Info("Refused a request: too many reviews", "kind", kind)
+		w.Header().Set("Retry-After", g.retryAfter)
+		http.Error(w, "Too Many Requests: too many tokens to review; retry later", http.StatusTooManyRequests)
+	case errors.Is(err, errTimeout):
+		log.Error(err, "Cannot review a request in time", "kind", kind, "timeout", g.opts.ReviewTimeout)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "Service Unavailable: the API server did not answer the "+kind+" in time; retry later", http.StatusServiceUnavailable)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		log.V(4).Info("Refused a request: the client went away during the review", "kind", kind)
+		http.Error(w, "Service Unavailable: the request was canceled", http.StatusServiceUnavailable)
+	case kind == "TokenReview":
+		log.Error(err, "Cannot authenticate a request")
+		http.Error(w, "Internal Server Error: the token could not be reviewed (TokenReview failed); the server's log has the error", http.StatusInternalServerError)
+	default:
+		log.Error(err, "Cannot authorize a request")
+		http.Error(w, "Internal Server Error: the access could not be reviewed (SubjectAccessReview failed); the server's log has the error", http.StatusInternalServerError)
+	}
 }
 
 // bearerToken returns the token of r's "Authorization: Bearer" header.
@@ -172,62 +268,111 @@ func bearerToken(r *http.Request) (string, bool) {
 
 // authenticate reviews token, or returns the remembered result.
 func (g *Guard) authenticate(ctx context.Context, token string) (tokenResult, error) {
-	key := sha256.Sum256([]byte(token))
-	if res, ok := g.tokens.get(key); ok {
-		return res, nil
-	}
-	review, err := g.opts.Client.AuthenticationV1().TokenReviews().Create(ctx,
-		&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
-	if err != nil {
-		if apierrors.IsForbidden(err) {
-			err = fmt.Errorf("%w (grant this operator create on tokenreviews.authentication.k8s.io)", err)
+	return g.tokens.get(ctx, sha256.Sum256([]byte(token)), func(ctx context.Context) (tokenResult, error) {
+		review, err := g.opts.Client.AuthenticationV1().TokenReviews().Create(ctx,
+			&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+		if err != nil {
+			if apierrors.IsForbidden(err) {
+				err = fmt.Errorf("%w (grant this operator create on tokenreviews.authentication.k8s.io)", err)
+			}
+			return tokenResult{}, fmt.Errorf("httpauth: creating a TokenReview: %w", err)
 		}
-		return tokenResult{}, fmt.Errorf("httpauth: creating a TokenReview: %w", err)
-	}
-	res := tokenResult{user: review.Status.User, authenticated: review.Status.Authenticated, reason: review.Status.Error}
-	g.tokens.put(key, res, g.ttl(res.authenticated))
-	return res, nil
+		return tokenResult{user: review.Status.User, authenticated: review.Status.Authenticated, reason: review.Status.Error}, nil
+	})
 }
 
 // authorize reviews whether user may use verb on the non-resource URL
 // path, or returns the remembered result.
 func (g *Guard) authorize(ctx context.Context, user authenticationv1.UserInfo, verb, path string) (accessResult, error) {
-	key := accessKey(user, verb, path)
-	if res, ok := g.access.get(key); ok {
+	return g.access.get(ctx, accessKey(user, verb, path), func(ctx context.Context) (accessResult, error) {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:                  user.Username,
+			UID:                   user.UID,
+			Groups:                user.Groups,
+			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: verb},
+		}}
+		if len(user.Extra) > 0 {
+			sar.Spec.Extra = make(map[string]authorizationv1.ExtraValue, len(user.Extra))
+			for k, v := range user.Extra {
+				sar.Spec.Extra[k] = authorizationv1.ExtraValue(v)
+			}
+		}
+		review, err := g.opts.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		if err != nil {
+			if apierrors.IsForbidden(err) {
+				err = fmt.Errorf("%w (grant this operator create on subjectaccessreviews.authorization.k8s.io)", err)
+			}
+			return accessResult{}, fmt.Errorf("httpauth: creating a SubjectAccessReview: %w", err)
+		}
+		res := accessResult{allowed: review.Status.Allowed && !review.Status.Denied, reason: review.Status.Reason}
+		if review.Status.EvaluationError != "" {
+			res.reason = strings.TrimSpace(res.reason + " (evaluation error: " + review.Status.EvaluationError + ")")
+		}
 		return res, nil
-	}
-	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User:                  user.Username,
-		UID:                   user.UID,
-		Groups:                user.Groups,
-		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: verb},
-	}}
-	if len(user.Extra) > 0 {
-		sar.Spec.Extra = make(map[string]authorizationv1.ExtraValue, len(user.Extra))
-		for k, v := range user.Extra {
-			sar.Spec.Extra[k] = authorizationv1.ExtraValue(v)
-		}
-	}
-	review, err := g.opts.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
-	if err != nil {
-		if apierrors.IsForbidden(err) {
-			err = fmt.Errorf("%w (grant this operator create on subjectaccessreviews.authorization.k8s.io)", err)
-		}
-		return accessResult{}, fmt.Errorf("httpauth: creating a SubjectAccessReview: %w", err)
-	}
-	res := accessResult{allowed: review.Status.Allowed && !review.Status.Denied, reason: review.Status.Reason}
-	if review.Status.EvaluationError != "" {
-		res.reason = strings.TrimSpace(res.reason + " (evaluation error: " + review.Status.EvaluationError + ")")
-	}
-	g.access.put(key, res, g.ttl(res.allowed))
-	return res, nil
+	})
 }
 
-func (g *Guard) ttl(admitted bool) time.Duration {
-	if admitted {
-		return g.opts.AllowTTL
+// reviews remembers the results of one kind of review, those that admit
+// apart from those that do not, and runs the reviews: one at a time per
+// key, within the Guard's ReviewTimeout and, for a key not known to
+// admit, its token bucket.
+type reviews[R interface{ admitted() bool }] struct {
+	g       *Guard
+	ok, not *cache[[sha256.Size]byte, R]
+	flights flights[[sha256.Size]byte, R]
+}
+
+func newReviews[R interface{ admitted() bool }](g *Guard) *reviews[R] {
+	return &reviews[R]{
+		g:   g,
+		ok:  newCache[[sha256.Size]byte, R](g.opts.CacheSize),
+		not: newCache[[sha256.Size]byte, R](g.opts.CacheSize),
 	}
-	return g.opts.DenyTTL
+}
+
+// get returns the fresh result remembered for key, or else the one create
+// returns, which it remembers. A failed review is not remembered.
+func (rs *reviews[R]) get(ctx context.Context, key [sha256.Size]byte, create func(context.Context) (R, error)) (R, error) {
+	if res, fresh, _ := rs.cached(key); fresh {
+		return res, nil
+	}
+	return rs.flights.do(ctx, key, rs.g.opts.ReviewTimeout, func(ctx context.Context) (R, error) {
+		// A request that missed the cache just before the previous
+		// review of key ended finds its result here.
+		res, fresh, known := rs.cached(key)
+		if fresh {
+			return res, nil
+		}
+		if !known && !rs.g.limit.Allow() {
+			var zero R
+			return zero, errThrottled
+		}
+		res, err := create(ctx)
+		if err != nil {
+			return res, err
+		}
+		if res.admitted() {
+			rs.not.delete(key)
+			rs.ok.put(key, res, rs.g.opts.AllowTTL)
+		} else {
+			rs.ok.delete(key)
+			rs.not.put(key, res, rs.g.opts.DenyTTL)
+		}
+		return res, nil
+	})
+}
+
+// cached returns the result remembered for key and whether it is fresh;
+// known is whether key is among those that admitted, fresh or not.
+func (rs *reviews[R]) cached(key [sha256.Size]byte) (res R, fresh, known bool) {
+	if res, fresh, known = rs.ok.get(key); fresh {
+		return res, true, true
+	}
+	if res, fresh, _ := rs.not.get(key); fresh {
+		return res, true, known
+	}
+	var zero R
+	return zero, false, known
 }
 
 // accessKey identifies a SubjectAccessReview: the user with every field

@@ -2,6 +2,7 @@ package httpauth_test
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/pkg/httpauth"
 )
@@ -269,10 +271,18 @@ func TestNewValidates(t *testing.T) {
 		{name: "defaults", opts: httpauth.Options{Client: api.kube}},
 		{name: "no client", opts: httpauth.Options{}, want: []string{"Options.Client is nil"}},
 		{
-			name: "negative fields",
-			opts: httpauth.Options{Client: api.kube, AllowTTL: -1, DenyTTL: -time.Second, CacheSize: -1},
-			want: []string{"Options.AllowTTL is -1ns", "Options.DenyTTL is -1s", "Options.CacheSize is -1", "use 0 for the default"},
+			name: "nil clientset pointer", opts: httpauth.Options{Client: (*kubernetes.Clientset)(nil)},
+			want: []string{"Options.Client is a nil *kubernetes.Clientset", "kubernetes.NewForConfig"},
 		},
+		{
+			name: "negative fields",
+			opts: httpauth.Options{Client: api.kube, AllowTTL: -1, DenyTTL: -time.Second, CacheSize: -1, ReviewTimeout: -time.Second, ReviewsPerSecond: -1, ReviewBurst: -1},
+			want: []string{
+				"Options.AllowTTL is -1ns", "Options.DenyTTL is -1s", "Options.CacheSize is -1", "use 0 for the default",
+				"Options.ReviewTimeout is -1s", "Options.ReviewsPerSecond is -1", "Options.ReviewBurst is -1",
+			},
+		},
+		{name: "unbounded reviews", opts: httpauth.Options{Client: api.kube, ReviewsPerSecond: math.Inf(1)}, want: []string{"Options.ReviewsPerSecond is +Inf", "finite"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -269,7 +269,7 @@ func newWithClients(c informer.Clients, opts Options, newElector func(leader.Opt
 		return nil, err
 	}
 	if opts.SecureMetrics != nil {
-		if m.metrics, err = newSecureMetrics(*opts.SecureMetrics, c.Kube); err != nil {
+		if m.metrics, err = newSecureMetrics(*opts.SecureMetrics, c); err != nil {
 			return nil, err
 		}
 	}

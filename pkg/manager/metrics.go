@@ -15,9 +15,12 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/ctrlkit/ctrlkit/pkg/certs"
 	"github.com/ctrlkit/ctrlkit/pkg/httpauth"
+	"github.com/ctrlkit/ctrlkit/pkg/informer"
 )
 
 // DefaultSecureMetricsAddr is where secure metrics are served when
@@ -42,7 +45,9 @@ const DefaultSecureMetricsAddr = ":8443"
 // ServiceAccount needs create on tokenreviews.authentication.k8s.io and
 // subjectaccessreviews.authorization.k8s.io. Reviews are cached (an
 // allowed result for httpauth.DefaultAllowTTL, a refused one for
-// httpauth.DefaultDenyTTL).
+// httpauth.DefaultDenyTTL), go through a clientset of their own with its
+// own rate limiter, and are bounded as httpauth.Options says: a request
+// whose review is throttled gets 429, one whose review times out 503.
 type SecureMetricsOptions struct {
 	// Addr is where the HTTPS server listens, e.g. ":8443" or
 	// "127.0.0.1:0". Empty means DefaultSecureMetricsAddr. It must differ
@@ -124,9 +129,33 @@ func anyHost(host string) bool {
 	return host == "" || ip != nil && ip.IsUnspecified()
 }
 
-// newSecureMetrics builds the guard over kube and, unless opts names one,
-// the self-signed certificate. opts has been validated.
-func newSecureMetrics(opts SecureMetricsOptions, kube kubernetes.Interface) (*secureMetrics, error) {
+// newSecureMetrics builds the guard and, unless opts names one, the
+// self-signed certificate. The guard reviews tokens through a clientset of
+// its own, built from cfg with a rate limiter of its own, so that a flood
+// of tokens on the metrics port cannot spend the request budget the
+// manager's other clients share. It is built from c.Config over
+// c.HTTPClient (the manager's connections, closed when Run returns);
+// without c.Config (a manager on given clients) it is c.Kube. opts has
+// been validated.
+func newSecureMetrics(opts SecureMetricsOptions, c informer.Clients) (*secureMetrics, error) {
+	kube := c.Kube
+	if c.Config != nil {
+		// Twice the guard's bound on reviews of unknown tokens, leaving
+		// room for the renewals of known ones, which it does not count.
+		const qps, burst = 2 * httpauth.DefaultReviewsPerSecond, 2 * httpauth.DefaultReviewBurst
+		cfg := rest.CopyConfig(c.Config)
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+		hc := c.HTTPClient
+		var err error
+		if hc == nil {
+			if hc, err = rest.HTTPClientFor(cfg); err != nil {
+				return nil, fmt.Errorf("manager: Options.SecureMetrics: building the guard's HTTP client: %w", err)
+			}
+		}
+		if kube, err = kubernetes.NewForConfigAndClient(cfg, hc); err != nil {
+			return nil, fmt.Errorf("manager: Options.SecureMetrics: building the guard's clientset: %w", err)
+		}
+	}
 	guard, err := httpauth.New(httpauth.Options{Client: kube})
 	if err != nil {
 		return nil, fmt.Errorf("manager: Options.SecureMetrics: %w", err)

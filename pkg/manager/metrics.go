@@ -231,18 +231,20 @@ func (m *Manager) serveSecureMetrics(ctx context.Context, fail context.CancelCau
 // HTTP/2 in any case, as http.Server serves unencrypted HTTP/2 only when
 // its Protocols say so), gives each request a context with the manager's
 // logger, and logs its own errors there (not through the log package's
-// global logger). name tells servers apart in the logs.
+// global logger), and bounds it by Options.ServerLimits. name tells
+// servers apart in the logs.
 func (m *Manager) newServer(name string, h http.Handler) *http.Server {
 	log := m.log.WithValues("server", name)
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		Protocols:         protocols,
-		ErrorLog:          stdlog.New(serverLog{log}, "", 0),
-		BaseContext:       func(net.Listener) context.Context { return logr.NewContext(context.Background(), log) },
+	srv := &http.Server{
+		Handler:     h,
+		Protocols:   protocols,
+		ErrorLog:    stdlog.New(serverLog{log}, "", 0),
+		BaseContext: func(net.Listener) context.Context { return logr.NewContext(context.Background(), log) },
 	}
+	_ = m.opts.ServerLimits.Apply(srv) // validated by New
+	return srv
 }
 
 // serveOn serves srv on ln (over TLS with srv.TLSConfig if useTLS) until

@@ -5,12 +5,15 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -19,7 +22,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/ctrlkit/ctrlkit/pkg/certs"
+	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
+	"github.com/ctrlkit/ctrlkit/pkg/webhook"
 )
 
 // reviewer makes kube answer TokenReviews and SubjectAccessReviews as an
@@ -285,5 +290,44 @@ func TestSecureMetricsSourceFails(t *testing.T) {
 	err = run(t, m).wait(t)
 	if err == nil || !strings.Contains(err.Error(), "secure metrics server's certificate source: cannot watch the files") {
 		t.Fatalf("Run returned %v, want the source's error", err)
+	}
+}
+
+// TestServerLimitsReachEveryServer: Options.ServerLimits bound the probe
+// server and the secure metrics server: a kept-alive connection left idle
+// past IdleTimeout is closed (before, the manager's servers had no idle or
+// read timeout, and 200 idle connections stayed open).
+func TestServerLimitsReachEveryServer(t *testing.T) {
+	kube := fake.NewClientset()
+	m := newManager(t, kube, manager.Options{
+		HTTPAddr:      "127.0.0.1:0",
+		SecureMetrics: &manager.SecureMetricsOptions{Addr: "127.0.0.1:0"},
+		ServerLimits:  webhook.Limits{IdleTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond},
+	})
+	r := run(t, m)
+	eventually(t, "the servers to listen", func() bool { return m.Addr() != nil && m.SecureMetricsAddr() != nil })
+	for name, dial := range map[string]func() (net.Conn, error){
+		"probes": func() (net.Conn, error) { return net.Dial("tcp", m.Addr().String()) },
+		"secure metrics": func() (net.Conn, error) {
+			return tls.Dial("tcp", m.SecureMetricsAddr().String(), &tls.Config{InsecureSkipVerify: true})
+		},
+	} {
+		conn, err := dial()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err = io.Copy(io.Discard, conn)
+		if ne := (net.Error)(nil); errors.As(err, &ne) && ne.Timeout() {
+			t.Errorf("%s: a kept-alive connection stayed open 10s after its request, want it closed after IdleTimeout", name)
+		}
+		conn.Close()
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, err := manager.NewWithClients(informer.Clients{Kube: kube}, manager.Options{ServerLimits: webhook.Limits{IdleTimeout: -1}}); err == nil || !strings.Contains(err.Error(), "Options.ServerLimits") {
+		t.Errorf("a negative IdleTimeout: %v, want an error naming Options.ServerLimits", err)
 	}
 }

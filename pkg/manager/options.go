@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -14,6 +15,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
 	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
 	"github.com/ctrlkit/ctrlkit/pkg/shard"
+	"github.com/ctrlkit/ctrlkit/pkg/webhook"
 	"github.com/ctrlkit/ctrlkit/pkg/workqueue"
 )
 
@@ -80,6 +82,10 @@ type Options struct {
 	// HTTPS (see WebhookOptions; register them on Manager.Webhooks). Nil
 	// serves none.
 	Webhook *WebhookOptions
+	// ServerLimits bound the requests and connections of every server the
+	// manager starts (probes, metrics, webhooks): read and idle timeouts,
+	// header and body sizes. The zero value is webhook.Limits' defaults.
+	ServerLimits webhook.Limits
 	// ReadYourWrites tunes how long a write through Manager.Client waits
 	// for the cache to reflect it (package client). The zero value waits
 	// up to client.DefaultReadYourWritesTimeout.
@@ -138,6 +144,9 @@ func (o *Options) validate() error {
 	var errs []error
 	bad := func(field string, v any, fix string) {
 		errs = append(errs, fmt.Errorf("manager: Options.%s is %v: %s", field, v, fix))
+	}
+	if err := o.ServerLimits.Apply(&http.Server{}); err != nil {
+		errs = append(errs, fmt.Errorf("manager: Options.ServerLimits: %w", err))
 	}
 	if o.CacheSyncTimeout < 0 {
 		bad("CacheSyncTimeout", o.CacheSyncTimeout, "use 0 for the default, or a positive duration")

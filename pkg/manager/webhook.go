@@ -111,6 +111,7 @@ func (m *Manager) newWebhookServer() error {
 		Addr:           wo.Addr,
 		GetCertificate: wo.Certificate.GetCertificate,
 		HTTP2:          wo.HTTP2,
+		Limits:         m.opts.ServerLimits,
 		Registry:       m.registry,
 		Logger:         m.log.WithValues("server", "webhook"),
 	})

@@ -21,8 +21,7 @@ import (
 // port kubebuilder's projects give their webhook Service.
 const DefaultAddr = ":9443"
 
-// The defaults of a Server's limits (Options.ReadTimeout, IdleTimeout,
-// MaxHeaderBytes, MaxBodyBytes).
+// The defaults of Limits.
 const (
 	// DefaultReadTimeout bounds the time to read a request, its body
 	// included: the API server calls a webhook with a timeout of at most
@@ -60,15 +59,8 @@ type Options struct {
 	// CVE-2023-44487), and the API server calls webhooks over HTTP/1.1
 	// just as well.
 	HTTP2 bool
-	// ReadTimeout bounds the time to read a request, body included; a
-	// client that sends it slower has its connection closed. IdleTimeout
-	// bounds how long a kept-alive connection waits for its next request.
-	// MaxHeaderBytes bounds a request's header, MaxBodyBytes its body (a
-	// larger one is answered 413 Request Entity Too Large). Zero means
-	// DefaultReadTimeout, DefaultIdleTimeout, DefaultMaxHeaderBytes and
-	// DefaultMaxBodyBytes; a header must also arrive within 10 seconds.
-	ReadTimeout, IdleTimeout     time.Duration
-	MaxHeaderBytes, MaxBodyBytes int64
+	// Limits bound the requests and connections.
+	Limits Limits
 	// Registry receives the metrics (see the package doc). Nil means they
 	// are not registered.
 	Registry prometheus.Registerer
@@ -76,6 +68,62 @@ type Options struct {
 	// their request's context (logr.FromContextOrDiscard), with the key
 	// webhook naming the path. The zero value discards logs.
 	Logger logr.Logger
+}
+
+// Limits bound what a client of a server may make it hold. A zero field
+// means its default; a header must also arrive within 10 seconds.
+type Limits struct {
+	// ReadTimeout bounds the time to read a request, body included: a
+	// client that sends it slower has its connection closed. 0 means
+	// DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// IdleTimeout bounds how long a kept-alive connection waits for its
+	// next request. 0 means DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's header. 0 means
+	// DefaultMaxHeaderBytes.
+	MaxHeaderBytes int64
+	// MaxBodyBytes bounds a request's body: a larger one is answered 413
+	// Request Entity Too Large. 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+// withDefaults returns l with its zero fields set to their defaults, or
+// an error naming a negative one; field prefixes the names.
+func (l Limits) withDefaults(field string) (Limits, error) {
+	for _, f := range []struct {
+		name string
+		v    *int64
+		def  int64
+	}{
+		{"ReadTimeout", (*int64)(&l.ReadTimeout), int64(DefaultReadTimeout)},
+		{"IdleTimeout", (*int64)(&l.IdleTimeout), int64(DefaultIdleTimeout)},
+		{"MaxHeaderBytes", &l.MaxHeaderBytes, DefaultMaxHeaderBytes},
+		{"MaxBodyBytes", &l.MaxBodyBytes, DefaultMaxBodyBytes},
+	} {
+		switch {
+		case *f.v < 0:
+			return l, fmt.Errorf("%s.%s is negative: use 0 for the default, or a positive limit", field, f.name)
+		case *f.v == 0:
+			*f.v = f.def
+		}
+	}
+	return l, nil
+}
+
+// Apply sets srv's timeouts and header limit from l (its zero fields as
+// their defaults); a handler bounds the body with http.MaxBytesReader and
+// l.MaxBodyBytes. It is for the other servers of a process that serves
+// webhooks, such as a manager's probes and metrics, to bound them alike.
+// It returns an error if a field is negative.
+func (l Limits) Apply(srv *http.Server) error {
+	l, err := l.withDefaults("webhook: Limits")
+	if err != nil {
+		return err
+	}
+	srv.ReadHeaderTimeout = 10 * time.Second
+	srv.ReadTimeout, srv.IdleTimeout, srv.MaxHeaderBytes = l.ReadTimeout, l.IdleTimeout, int(l.MaxHeaderBytes)
+	return nil
 }
 
 // Server serves webhooks over HTTPS (TLS 1.2 or later), each at the path
@@ -111,22 +159,9 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.GetCertificate == nil {
 		return nil, errors.New("webhook: Options.GetCertificate is nil: pass a certificate source's GetCertificate, which the TLS handshake asks for the serving certificate")
 	}
-	for _, l := range []struct {
-		name string
-		v    *int64
-		def  int64
-	}{
-		{"ReadTimeout", (*int64)(&opts.ReadTimeout), int64(DefaultReadTimeout)},
-		{"IdleTimeout", (*int64)(&opts.IdleTimeout), int64(DefaultIdleTimeout)},
-		{"MaxHeaderBytes", &opts.MaxHeaderBytes, DefaultMaxHeaderBytes},
-		{"MaxBodyBytes", &opts.MaxBodyBytes, DefaultMaxBodyBytes},
-	} {
-		switch {
-		case *l.v < 0:
-			return nil, fmt.Errorf("webhook: Options.%s is negative: use 0 for the default, or a positive limit", l.name)
-		case *l.v == 0:
-			*l.v = l.def
-		}
+	var err error
+	if opts.Limits, err = opts.Limits.withDefaults("webhook: Options.Limits"); err != nil {
+		return nil, err
 	}
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
@@ -202,16 +237,13 @@ func (s *Server) Start(ctx context.Context) error {
 	// connection.
 	base := logr.NewContext(context.WithoutCancel(ctx), s.log)
 	srv := &http.Server{
-		Handler:           http.HandlerFunc(s.serve),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       s.opts.ReadTimeout,
-		IdleTimeout:       s.opts.IdleTimeout,
-		MaxHeaderBytes:    int(s.opts.MaxHeaderBytes),
-		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.opts.GetCertificate},
-		Protocols:         &protocols,
-		BaseContext:       func(net.Listener) context.Context { return base },
-		ErrorLog:          log.New(logWriter{s.log}, "", 0),
+		Handler:     http.HandlerFunc(s.serve),
+		TLSConfig:   &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.opts.GetCertificate},
+		Protocols:   &protocols,
+		BaseContext: func(net.Listener) context.Context { return base },
+		ErrorLog:    log.New(logWriter{s.log}, "", 0),
 	}
+	_ = s.opts.Limits.Apply(srv) // validated by NewServer
 	s.mu.Lock()
 	s.addr = ln.Addr()
 	s.mu.Unlock()
@@ -252,7 +284,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("webhook: no webhook is registered at %q", r.URL.Path), http.StatusNotFound)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+	r.Body = http.MaxBytesReader(w, r.Body, s.opts.Limits.MaxBodyBytes)
 	h.ServeHTTP(w, r)
 }
 

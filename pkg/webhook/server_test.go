@@ -450,8 +450,8 @@ func TestServerCountsPanics(t *testing.T) {
 // bound.
 func TestServerLimits(t *testing.T) {
 	certs := newTestCerts(t)
-	s, _ := startServer(t, webhook.Options{GetCertificate: certs.get, MaxBodyBytes: 1 << 20,
-		ReadTimeout: 500 * time.Millisecond, IdleTimeout: 500 * time.Millisecond})
+	s, _ := startServer(t, webhook.Options{GetCertificate: certs.get, Limits: webhook.Limits{MaxBodyBytes: 1 << 20,
+		ReadTimeout: 500 * time.Millisecond, IdleTimeout: 500 * time.Millisecond}})
 	if err := s.Register("/convert", newConversion(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +520,7 @@ func TestServerLimits(t *testing.T) {
 		}
 	})
 
-	if _, err := webhook.NewServer(webhook.Options{GetCertificate: certs.get, MaxBodyBytes: -1}); err == nil || !strings.Contains(err.Error(), "Options.MaxBodyBytes is negative") {
+	if _, err := webhook.NewServer(webhook.Options{GetCertificate: certs.get, Limits: webhook.Limits{MaxBodyBytes: -1}}); err == nil || !strings.Contains(err.Error(), "Options.Limits.MaxBodyBytes is negative") {
 		t.Errorf("NewServer with a negative MaxBodyBytes = %v, want an error naming it", err)
 	}
 }

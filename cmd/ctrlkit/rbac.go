@@ -15,9 +15,10 @@ type role struct {
 }
 
 // rule is one rule of a role, as controller-gen writes it: every field
-// sorted, without duplicates.
+// sorted, without duplicates. ResourceNames, when set, limits it to the
+// objects of those names.
 type rule struct {
-	Groups, Resources, Verbs []string
+	Groups, Resources, ResourceNames, Verbs []string
 }
 
 // marker is one +kubebuilder:rbac marker the generated code carries.
@@ -30,7 +31,11 @@ type marker struct {
 // what each piece of code calls, where that code is.
 func markers(p *project) []marker {
 	cluster := func(group, resources, verbs string) marker {
-		return marker{rule: rule{[]string{group}, strings.Split(resources, ";"), strings.Split(verbs, ";")}}
+		return marker{rule: rule{Groups: []string{group}, Resources: strings.Split(resources, ";"), Verbs: strings.Split(verbs, ";")}}
+	}
+	named := func(m marker, names ...string) marker {
+		m.ResourceNames = names
+		return m
 	}
 	ms := []marker{
 		// internal/controller: the kind, its status, the finalizers of the
@@ -52,11 +57,17 @@ func markers(p *project) []marker {
 	ms = append(ms, lease)
 	if p.Webhook {
 		// internal/admission: the certificates' Secret, in the operator's
-		// namespace, and the caBundle of the webhook configurations.
-		secrets := cluster("", "secrets", "get;list;watch;create;update")
-		secrets.Namespace, secrets.RoleName = p.Namespace, p.Name+"-webhook-certs"
-		ms = append(ms, secrets,
-			cluster("admissionregistration.k8s.io", "validatingwebhookconfigurations;mutatingwebhookconfigurations", "get;patch"))
+		// namespace, read and written by its name only (a create cannot be
+		// limited to a name), and the caBundle of the operator's own
+		// webhook configurations, not of any other's.
+		secret := named(cluster("", "secrets", "get;list;watch;update"), p.Name+"-webhook-certs")
+		create := cluster("", "secrets", "create")
+		for _, m := range []*marker{&secret, &create} {
+			m.Namespace, m.RoleName = p.Namespace, p.Name+"-webhook-certs"
+		}
+		ms = append(ms, secret, create,
+			named(cluster("admissionregistration.k8s.io", "validatingwebhookconfigurations", "get;patch"), p.Name+"-validating"),
+			named(cluster("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get;patch"), p.Name+"-mutating"))
 	}
 	return ms
 }
@@ -92,6 +103,7 @@ func roles(p *project) []role {
 // resources.
 func mergeRules(rules []rule) []rule {
 	join := func(s []string) string { return strings.Join(s, "&") }
+	names := func(r rule) string { return join(r.ResourceNames) }
 	merge := func(rules []rule, key func(rule) string, into func(dst *rule, src rule)) []rule {
 		var out []rule
 		for _, r := range rules {
@@ -105,15 +117,15 @@ func mergeRules(rules []rule) []rule {
 		}
 		return out
 	}
-	rules = merge(rules, func(r rule) string { return join(r.Groups) + " + " + join(r.Resources) },
+	rules = merge(rules, func(r rule) string { return join(r.Groups) + " + " + join(r.Resources) + " + " + names(r) },
 		func(dst *rule, src rule) { dst.Verbs = append(dst.Verbs, src.Verbs...) })
-	rules = merge(rules, func(r rule) string { return join(r.Groups) + " + " + join(r.Verbs) },
+	rules = merge(rules, func(r rule) string { return join(r.Groups) + " + " + names(r) + " + " + join(r.Verbs) },
 		func(dst *rule, src rule) { dst.Resources = append(dst.Resources, src.Resources...) })
-	rules = merge(rules, func(r rule) string { return join(r.Resources) + " + " + join(r.Verbs) },
+	rules = merge(rules, func(r rule) string { return join(r.Resources) + " + " + names(r) + " + " + join(r.Verbs) },
 		func(dst *rule, src rule) { dst.Groups = append(dst.Groups, src.Groups...) })
 	// controller-gen sorts by "groups + resources + resourceNames + urls";
-	// the generated project uses neither resource names nor URLs.
-	key := func(r rule) string { return join(r.Groups) + " + " + join(r.Resources) + " +  + " }
+	// the generated project uses no URLs.
+	key := func(r rule) string { return join(r.Groups) + " + " + join(r.Resources) + " + " + names(r) + " + " }
 	slices.SortStableFunc(rules, func(a, b rule) int { return strings.Compare(key(a), key(b)) })
 	return rules
 }
@@ -121,5 +133,9 @@ func mergeRules(rules []rule) []rule {
 // normalized returns r with every field sorted and without duplicates.
 func normalized(r rule) rule {
 	norm := func(s []string) []string { return slices.Compact(slices.Sorted(slices.Values(s))) }
-	return rule{norm(r.Groups), norm(r.Resources), norm(r.Verbs)}
+	out := rule{Groups: norm(r.Groups), Resources: norm(r.Resources), Verbs: norm(r.Verbs)}
+	if len(r.ResourceNames) > 0 {
+		out.ResourceNames = norm(r.ResourceNames)
+	}
+	return out
 }

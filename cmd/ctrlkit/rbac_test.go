@@ -39,8 +39,8 @@ func TestMarkersMatchTemplates(t *testing.T) {
 				}
 				var want []string
 				for _, m := range markers(p) {
-					want = append(want, fmt.Sprintf("groups=%s,namespace=%s,resources=%s,roleName=%s,verbs=%s",
-						strings.Join(m.Groups, ";"), m.Namespace, strings.Join(m.Resources, ";"), m.RoleName, strings.Join(m.Verbs, ";")))
+					want = append(want, fmt.Sprintf("groups=%s,namespace=%s,resourceNames=%s,resources=%s,roleName=%s,verbs=%s",
+						strings.Join(m.Groups, ";"), m.Namespace, strings.Join(m.ResourceNames, ";"), strings.Join(m.Resources, ";"), m.RoleName, strings.Join(m.Verbs, ";")))
 				}
 				slices.Sort(inCode)
 				slices.Sort(want)
@@ -57,7 +57,7 @@ func TestMarkersMatchTemplates(t *testing.T) {
 // unquoted.
 func canonicalMarker(t *testing.T, args string) string {
 	t.Helper()
-	kv := map[string]string{"groups": "", "namespace": "", "resources": "", "roleName": "", "verbs": ""}
+	kv := map[string]string{"groups": "", "namespace": "", "resourceNames": "", "resources": "", "roleName": "", "verbs": ""}
 	for _, a := range strings.Split(args, ",") {
 		k, v, ok := strings.Cut(a, "=")
 		if _, known := kv[k]; !ok || !known {
@@ -65,12 +65,12 @@ func canonicalMarker(t *testing.T, args string) string {
 		}
 		kv[k] = strings.Trim(v, `"`)
 	}
-	return fmt.Sprintf("groups=%s,namespace=%s,resources=%s,roleName=%s,verbs=%s", kv["groups"], kv["namespace"], kv["resources"], kv["roleName"], kv["verbs"])
+	return fmt.Sprintf("groups=%s,namespace=%s,resourceNames=%s,resources=%s,roleName=%s,verbs=%s", kv["groups"], kv["namespace"], kv["resourceNames"], kv["resources"], kv["roleName"], kv["verbs"])
 }
 
 func TestMergeRules(t *testing.T) {
 	r := func(groups, resources, verbs string) rule {
-		return rule{strings.Split(groups, ";"), strings.Split(resources, ";"), strings.Split(verbs, ";")}
+		return rule{Groups: strings.Split(groups, ";"), Resources: strings.Split(resources, ";"), Verbs: strings.Split(verbs, ";")}
 	}
 	for _, tc := range []struct {
 		name     string
@@ -98,5 +98,40 @@ func TestMergeRules(t *testing.T) {
 				t.Errorf("mergeRules = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestWebhookRulesNameTheirObjects: with --webhook, the role may get and
+// patch only the operator's own webhook configurations, and read and
+// update only its own certificate Secret; a create, which RBAC cannot
+// limit to a name, is the one rule without names. Before, the role could
+// patch every admission webhook configuration in the cluster (point
+// another's at itself) and read every Secret of its namespace.
+func TestWebhookRulesNameTheirObjects(t *testing.T) {
+	p, err := newProject(NewOptions{Module: "example.com/x-operator", Group: "x.example.com", Version: "v1", Kind: "X",
+		Template: "deployment", Webhook: true, Dir: filepath.Join(t.TempDir(), "x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := map[string][]string{
+		"validatingwebhookconfigurations": {p.Name + "-validating"},
+		"mutatingwebhookconfigurations":   {p.Name + "-mutating"},
+		"secrets":                         {p.Name + "-webhook-certs"},
+	}
+	for _, r := range roles(p) {
+		for _, rule := range r.Rules {
+			for _, res := range rule.Resources {
+				want, ok := own[res]
+				switch {
+				case !ok:
+				case slices.Equal(rule.Verbs, []string{"create"}):
+					if len(rule.ResourceNames) != 0 {
+						t.Errorf("%s: the create rule of %s names %q: a create cannot be limited to a name", r.Name, res, rule.ResourceNames)
+					}
+				case !slices.Equal(rule.ResourceNames, want):
+					t.Errorf("%s: %v on %s for names %q, want only %q", r.Name, rule.Verbs, res, rule.ResourceNames, want)
+				}
+			}
+		}
 	}
 }

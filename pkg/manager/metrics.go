@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/ctrlkit/ctrlkit/internal/serve"
 	"github.com/ctrlkit/ctrlkit/pkg/certs"
 	"github.com/ctrlkit/ctrlkit/pkg/httpauth"
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
@@ -75,6 +76,12 @@ type SecureMetricsOptions struct {
 	// and 1 by default). `go tool pprof` reads them. Access takes get on
 	// nonResourceURLs "/debug/pprof/*". pprof is served nowhere else.
 	Pprof bool
+	// TLS, when set, edits the server's TLS configuration, as
+	// webhook.Options.TLS does: to require TLS 1.3, or client
+	// certificates for mutual TLS (the bearer token is still required).
+	// New fails if it lowers MinVersion below TLS 1.2 or removes
+	// GetCertificate.
+	TLS func(*tls.Config)
 }
 
 // CertificateSource provides a TLS server's certificate and keeps it
@@ -92,6 +99,7 @@ type CertificateSource interface {
 type secureMetrics struct {
 	opts  SecureMetricsOptions // Addr and Certificate filled in
 	guard *httpauth.Guard
+	tls   *tls.Config // cloned for each server
 }
 
 // validateSecureMetrics checks o.SecureMetrics and fills in its defaults,
@@ -167,7 +175,11 @@ func newSecureMetrics(opts SecureMetricsOptions, c informer.Clients) (*secureMet
 		}
 		opts.Certificate = ss
 	}
-	return &secureMetrics{opts: opts, guard: guard}, nil
+	tc, err := serve.TLSConfig(opts.Certificate.GetCertificate, opts.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("manager: Options.SecureMetrics.TLS: %w", err)
+	}
+	return &secureMetrics{opts: opts, guard: guard, tls: tc}, nil
 }
 
 // SecureMetricsAddr is the address the secure metrics server listens on,
@@ -201,7 +213,7 @@ func (m *Manager) serveSecureMetrics(ctx context.Context, fail context.CancelCau
 		handlePprof(mux)
 	}
 	srv := m.newServer("secure-metrics", sm.guard.Wrap(mux))
-	srv.TLSConfig = &tls.Config{GetCertificate: sm.opts.Certificate.GetCertificate, MinVersion: tls.VersionTLS12}
+	srv.TLSConfig = sm.tls.Clone()
 	if sm.opts.HTTP2 {
 		srv.Protocols.SetHTTP2(true)
 	}

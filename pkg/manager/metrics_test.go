@@ -248,12 +248,16 @@ func TestSecureMetricsValidation(t *testing.T) {
 			name: "nil certificate pointer", sm: manager.SecureMetricsOptions{Certificate: (*certs.Files)(nil)},
 			want: []string{"Options.SecureMetrics.Certificate is a nil *certs.Files", "leave it nil"},
 		},
+		{
+			name: "TLS lowered to 1.1", sm: manager.SecureMetricsOptions{TLS: func(c *tls.Config) { c.MinVersion = tls.VersionTLS11 }},
+			want: []string{"Options.SecureMetrics.TLS", "TLS 1.0 and 1.1 are refused"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sm := tt.sm
 			_, err := manager.New(cfg, manager.Options{HTTPAddr: tt.httpAddr, SecureMetrics: &sm})
-			if sm != tt.sm {
+			if sm.Addr != tt.sm.Addr || sm.Certificate != tt.sm.Certificate || sm.HTTP2 != tt.sm.HTTP2 || sm.Pprof != tt.sm.Pprof {
 				t.Errorf("New changed the caller's SecureMetricsOptions to %+v", sm)
 			}
 			if len(tt.want) == 0 {

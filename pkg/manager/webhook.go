@@ -3,6 +3,7 @@ package manager
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -42,6 +43,9 @@ type WebhookOptions struct {
 	// default, as on every server the manager starts, against HTTP/2
 	// rapid reset (CVE-2023-44487).
 	HTTP2 bool
+	// TLS, when set, edits the webhook server's TLS configuration (see
+	// webhook.Options.TLS).
+	TLS func(*tls.Config)
 }
 
 // validateWebhook checks o.Webhook, in a copy with Addr filled in: the
@@ -112,6 +116,7 @@ func (m *Manager) newWebhookServer() error {
 		GetCertificate: wo.Certificate.GetCertificate,
 		HTTP2:          wo.HTTP2,
 		Limits:         m.opts.ServerLimits,
+		TLS:            wo.TLS,
 		Registry:       m.registry,
 		Logger:         m.log.WithValues("server", "webhook"),
 	})

@@ -279,7 +279,7 @@ func TestWebhookOptionsInvalid(t *testing.T) {
 			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 				t.Errorf("New = %v,\nwant an error starting %q", err, tc.want)
 			}
-			if wo != tc.opts {
+			if wo.Addr != tc.opts.Addr || wo.Certificate != tc.opts.Certificate || wo.HTTP2 != tc.opts.HTTP2 {
 				t.Errorf("New changed the caller's WebhookOptions to %+v", wo)
 			}
 		})

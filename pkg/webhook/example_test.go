@@ -4,17 +4,21 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/ctrlkit/ctrlkit/pkg/certs"
 	"github.com/ctrlkit/ctrlkit/pkg/webhook"
 )
 
@@ -211,4 +215,32 @@ func send(h http.Handler, op admissionv1.Operation, obj string) *admissionv1.Adm
 		panic(err)
 	}
 	return out.Response
+}
+
+// Mutual TLS: the server accepts only clients whose certificate a CA of
+// yours signed, such as an API server given a client certificate for
+// webhooks in its --admission-control-config-file. (It has no Output: it
+// serves until stopped.)
+func ExampleOptions_mutualTLS() {
+	clientCA, err := os.ReadFile("/etc/webhook/client-ca.crt")
+	if err != nil {
+		log.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(clientCA)
+	source, err := certs.NewFiles(certs.FilesOptions{CertFile: "/etc/webhook/certs/tls.crt", KeyFile: "/etc/webhook/certs/tls.key"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv, err := webhook.NewServer(webhook.Options{
+		GetCertificate: source.GetCertificate,
+		TLS: func(c *tls.Config) {
+			c.MinVersion = tls.VersionTLS13
+			c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = srv.Start(context.Background())
 }

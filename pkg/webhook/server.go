@@ -15,6 +15,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctrlkit/ctrlkit/internal/serve"
 )
 
 // DefaultAddr is where a Server listens when Options.Addr is empty: the
@@ -61,6 +63,13 @@ type Options struct {
 	HTTP2 bool
 	// Limits bound the requests and connections.
 	Limits Limits
+	// TLS, when set, edits the server's TLS configuration (TLS 1.2 or
+	// later, GetCertificate) once, in NewServer: to require TLS 1.3
+	// (MinVersion), or client certificates signed by a CA of yours
+	// (ClientCAs, ClientAuth: tls.RequireAndVerifyClientCert) for mutual
+	// TLS. NewServer fails if it lowers MinVersion below TLS 1.2 or
+	// removes GetCertificate.
+	TLS func(*tls.Config)
 	// Registry receives the metrics (see the package doc). Nil means they
 	// are not registered.
 	Registry prometheus.Registerer
@@ -138,6 +147,7 @@ type Server struct {
 	opts    Options
 	log     logr.Logger
 	metrics *metrics
+	tls     *tls.Config // cloned for each Start
 
 	mu       sync.RWMutex
 	handlers map[string]http.Handler
@@ -166,7 +176,11 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
-	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), handlers: make(map[string]http.Handler)}
+	tc, err := serve.TLSConfig(opts.GetCertificate, opts.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: Options.TLS: %w", err)
+	}
+	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), tls: tc, handlers: make(map[string]http.Handler)}
 	if opts.Registry != nil {
 		for _, c := range s.metrics.collectors() {
 			if err := opts.Registry.Register(c); err != nil {
@@ -238,7 +252,7 @@ func (s *Server) Start(ctx context.Context) error {
 	base := logr.NewContext(context.WithoutCancel(ctx), s.log)
 	srv := &http.Server{
 		Handler:     http.HandlerFunc(s.serve),
-		TLSConfig:   &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.opts.GetCertificate},
+		TLSConfig:   s.tls.Clone(),
 		Protocols:   &protocols,
 		BaseContext: func(net.Listener) context.Context { return base },
 		ErrorLog:    log.New(logWriter{s.log}, "", 0),

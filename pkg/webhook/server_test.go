@@ -524,3 +524,33 @@ func TestServerLimits(t *testing.T) {
 		t.Errorf("NewServer with a negative MaxBodyBytes = %v, want an error naming it", err)
 	}
 }
+
+// TestServerTLSOption: Options.TLS edits the server's TLS configuration:
+// with TLS 1.3 required, a client that speaks at most TLS 1.2 is refused;
+// with client certificates required, a client without one is refused; a
+// TLS option that lowers the version is refused by NewServer.
+func TestServerTLSOption(t *testing.T) {
+	certs := newTestCerts(t)
+	tls13, _ := startServer(t, webhook.Options{GetCertificate: certs.get, TLS: func(c *tls.Config) { c.MinVersion = tls.VersionTLS13 }})
+	mtls, _ := startServer(t, webhook.Options{GetCertificate: certs.get, TLS: func(c *tls.Config) {
+		c.ClientCAs, c.ClientAuth = certs.pool, tls.RequireAndVerifyClientCert
+	}})
+	for _, s := range []*webhook.Server{tls13, mtls} {
+		if err := s.Register("/a", hello); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if resp, body := get(t, certs.client(t, nil), tls13, "/a"); resp.StatusCode != http.StatusOK || resp.TLS.Version != tls.VersionTLS13 {
+		t.Errorf("TLS 1.3 server: %d %q over %s, want 200 over TLS 1.3", resp.StatusCode, body, tls.VersionName(resp.TLS.Version))
+	}
+	if _, err := certs.client(t, func(c *tls.Config) { c.MaxVersion = tls.VersionTLS12 }).Get("https://" + tls13.Addr().String() + "/a"); err == nil {
+		t.Error("a TLS 1.2 client got an answer from a server that requires TLS 1.3")
+	}
+	if _, err := certs.client(t, nil).Get("https://" + mtls.Addr().String() + "/a"); err == nil {
+		t.Error("a client without a certificate got an answer from a server that requires one")
+	}
+	if _, err := webhook.NewServer(webhook.Options{GetCertificate: certs.get, TLS: func(c *tls.Config) { c.MinVersion = tls.VersionTLS10 }}); err == nil ||
+		!strings.Contains(err.Error(), "Options.TLS") {
+		t.Errorf("NewServer with TLS lowered to 1.0 = %v, want an error naming Options.TLS", err)
+	}
+}

@@ -268,7 +268,7 @@ func (e *entry) AddEventHandler(h cache.ResourceEventHandler) (*Registration, er
 		return nil, fmt.Errorf("informer: %s: %w", e.name, ErrRemoved)
 	}
 	r := &Registration{e: e, h: h, regs: make(map[*part]cache.ResourceEventHandlerRegistration)}
-	for _, p := range append(e.current(), e.pending...) {
+	for _, p := range slices.Concat(e.current(), e.pending) {
 		reg, err := p.inf.AddEventHandler(p.handler(h))
 		if err != nil {
 			e.unregister(r)

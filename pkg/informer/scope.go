@@ -28,8 +28,8 @@ import (
 // handlers twice, and an AwaitWrite waiting on the old informer returns
 // when it is switched out, whether or not the new one holds the write.
 //
-// A Scope is safe for concurrent use. The zero value is not usable; call
-// NewScope.
+// A Scope is safe for concurrent use. NewScope names it; the zero value
+// is a Scope without a name that selects everything until Set.
 type Scope struct {
 	name string
 
@@ -95,6 +95,9 @@ func (s *Scope) add(e *entry) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.entries == nil {
+		s.entries = make(map[*entry]struct{})
+	}
 	s.entries[e] = struct{}{}
 }
 

@@ -2,6 +2,7 @@ package httpauth_test
 
 import (
 	"fmt"
+	"k8s.io/client-go/kubernetes"
 	"net/http"
 	"strings"
 	"sync"
@@ -25,13 +26,7 @@ func TestSingleFlight(t *testing.T) {
 	}{{"TokenReview", true}, {"SubjectAccessReview", false}} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				api := newFakeAPI()
-				api.user("reader", "reader", "get /metrics")
-				gate := make(chan struct{})
-				client := api.gated(nil, gate)
-				if tt.gateTokens {
-					client = api.gated(gate, nil)
-				}
+				api, client, gate := gatedReader(tt.gateTokens)
 				h := newGuard(t, httpauth.Options{Client: client}).Wrap(okHandler(t))
 				codes := make([]int, 20)
 				var wg sync.WaitGroup
@@ -65,13 +60,7 @@ func TestReviewTimeout(t *testing.T) {
 	}{{"TokenReview", true}, {"SubjectAccessReview", false}} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				api := newFakeAPI()
-				api.user("reader", "reader", "get /metrics")
-				gate := make(chan struct{})
-				client := api.gated(nil, gate)
-				if tt.gateTokens {
-					client = api.gated(gate, nil)
-				}
+				_, client, gate := gatedReader(tt.gateTokens)
 				const timeout = 3 * time.Second
 				var log logBuffer
 				h := newGuard(t, httpauth.Options{Client: client, ReviewTimeout: timeout}).Wrap(okHandler(t))
@@ -222,4 +211,18 @@ func TestKnownTokenNotThrottled(t *testing.T) {
 		step("Bearer reader", 200, [2]int64{4, 2}) // known: reviewed without the bucket
 		step("Bearer junk-4", 429, [2]int64{4, 2})
 	})
+}
+
+// gatedReader returns a fake API server that knows the user reader (token
+// "reader", access "get /metrics"), and a client of it whose
+// TokenReviews (gateTokens) or SubjectAccessReviews wait for gate to be
+// closed.
+func gatedReader(gateTokens bool) (*fakeAPI, kubernetes.Interface, chan struct{}) {
+	api := newFakeAPI()
+	api.user("reader", "reader", "get /metrics")
+	gate := make(chan struct{})
+	if gateTokens {
+		return api, api.gated(gate, nil), gate
+	}
+	return api, api.gated(nil, gate), gate
 }

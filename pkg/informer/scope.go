@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
@@ -216,9 +215,8 @@ func objectsOf(parts []*part) map[string]any {
 }
 
 func resourceVersion(obj any) string {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return ""
+	if m := metaOf(obj); m != nil {
+		return m.GetResourceVersion()
 	}
-	return m.GetResourceVersion()
+	return ""
 }

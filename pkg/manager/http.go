@@ -87,5 +87,5 @@ func (m *Manager) serveHTTP(addr string) (stop func(abort bool), err error) {
 	} else {
 		m.log.Info("Serving health endpoints", "addr", ln.Addr().String())
 	}
-	return m.serveOn(m.newServer("http", m.Handler()), ln, false), nil
+	return m.serveOn(m.newServer("http", m.Handler(), false), ln), nil
 }

@@ -5,14 +5,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	stdlog "log"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -212,11 +209,8 @@ func (m *Manager) serveSecureMetrics(ctx context.Context, fail context.CancelCau
 	if sm.opts.Pprof {
 		handlePprof(mux)
 	}
-	srv := m.newServer("secure-metrics", sm.guard.Wrap(mux))
+	srv := m.newServer("secure-metrics", sm.guard.Wrap(mux), sm.opts.HTTP2)
 	srv.TLSConfig = sm.tls.Clone()
-	if sm.opts.HTTP2 {
-		srv.Protocols.SetHTTP2(true)
-	}
 
 	certCtx, stopCert := context.WithCancel(ctx)
 	var certDone sync.WaitGroup
@@ -229,7 +223,7 @@ func (m *Manager) serveSecureMetrics(ctx context.Context, fail context.CancelCau
 		certErr = fmt.Errorf("manager: the secure metrics server's certificate source: %w", err)
 		fail(certErr)
 	})
-	stopServer := m.serveOn(srv, ln, true)
+	stopServer := m.serveOn(srv, ln)
 	return func(abort bool) error {
 		stopServer(abort)
 		stopCert()
@@ -238,70 +232,31 @@ func (m *Manager) serveSecureMetrics(ctx context.Context, fail context.CancelCau
 	}, nil
 }
 
-// newServer returns a server for h that speaks HTTP/1.1 only (HTTP/2 is
-// off against rapid reset, CVE-2023-44487; a server without TLS speaks no
-// HTTP/2 in any case, as http.Server serves unencrypted HTTP/2 only when
-// its Protocols say so), gives each request a context with the manager's
-// logger, and logs its own errors there (not through the log package's
-// global logger), and bounds it by Options.ServerLimits. name tells
-// servers apart in the logs.
-func (m *Manager) newServer(name string, h http.Handler) *http.Server {
-	log := m.log.WithValues("server", name)
-	protocols := new(http.Protocols)
-	protocols.SetHTTP1(true)
-	srv := &http.Server{
-		Handler:     h,
-		Protocols:   protocols,
-		ErrorLog:    stdlog.New(serverLog{log}, "", 0),
-		BaseContext: func(net.Listener) context.Context { return logr.NewContext(context.Background(), log) },
-	}
+// newServer returns a server for h, named name in the logs, with the
+// manager's logger in its requests' contexts, bounded by
+// Options.ServerLimits (see serve.NewServer).
+func (m *Manager) newServer(name string, h http.Handler, http2 bool) *http.Server {
+	srv := serve.NewServer(context.Background(), m.log.WithValues("server", name), h, http2)
 	_ = m.opts.ServerLimits.Apply(srv) // validated by New
 	return srv
 }
 
-// serveOn serves srv on ln (over TLS with srv.TLSConfig if useTLS) until
-// the returned stop is called; stop waits for the server to close: for
+// serveOn serves srv on ln (over TLS if srv.TLSConfig is set) until the
+// returned stop is called; stop waits for the server to close: for
 // requests in flight to finish (up to 5s, then they are cut off), or, if
-// abort, not at all.
-func (m *Manager) serveOn(srv *http.Server, ln net.Listener, useTLS bool) (stop func(abort bool)) {
-	done := make(chan struct{})
+// abort, not at all. A server that fails is logged.
+func (m *Manager) serveOn(srv *http.Server, ln net.Listener) (stop func(abort bool)) {
+	s := serve.Start(srv, ln)
 	go func() {
-		defer close(done)
-		var err error
-		if useTLS {
-			err = srv.ServeTLS(ln, "", "")
-		} else {
-			err = srv.Serve(ln)
-		}
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.Err(); err != nil {
 			m.log.Error(err, "HTTP server failed", "addr", ln.Addr().String())
 		}
 	}()
 	return func(abort bool) {
-		if !abort {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			abort = srv.Shutdown(ctx) != nil
-		}
+		drain := 5 * time.Second
 		if abort {
-			_ = srv.Close()
+			drain = 0
 		}
-		<-done
+		s.Stop(drain)
 	}
-}
-
-// serverLog writes an http.Server's error lines to a logr.Logger: failed
-// TLS handshakes (a scraper that does not trust the certificate, a TCP
-// probe) at V(1), as they come from clients and may be many; the rest
-// (a panic in a handler) as errors.
-type serverLog struct{ log logr.Logger }
-
-func (s serverLog) Write(p []byte) (int, error) {
-	msg := strings.TrimSpace(string(p))
-	if strings.HasPrefix(msg, "http: TLS handshake error") {
-		s.log.V(1).Info("TLS handshake failed", "err", msg)
-	} else {
-		s.log.Error(errors.New(msg), "HTTP server error")
-	}
-	return len(p), nil
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"log"
 	"net"
 	"net/http"
 	pathpkg "path"
@@ -244,41 +243,25 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("webhook: listening on %q: %w", s.opts.Addr, err)
 	}
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetHTTP2(s.opts.HTTP2)
-	// Requests outlive ctx while they drain; their ctx ends with the
-	// connection.
-	base := logr.NewContext(context.WithoutCancel(ctx), s.log)
-	srv := &http.Server{
-		Handler:     http.HandlerFunc(s.serve),
-		TLSConfig:   s.tls.Clone(),
-		Protocols:   &protocols,
-		BaseContext: func(net.Listener) context.Context { return base },
-		ErrorLog:    log.New(logWriter{s.log}, "", 0),
-	}
+	srv := serve.NewServer(ctx, s.log, http.HandlerFunc(s.serve), s.opts.HTTP2)
+	srv.TLSConfig = s.tls.Clone()
 	_ = s.opts.Limits.Apply(srv) // validated by NewServer
 	s.mu.Lock()
 	s.addr = ln.Addr()
 	s.mu.Unlock()
 	s.log.Info("Serving webhooks", "addr", ln.Addr().String(), "http2", s.opts.HTTP2)
 
-	served := make(chan error, 1)
-	go func() { served <- srv.ServeTLS(ln, "", "") }()
+	serving := serve.Start(srv, ln)
 	select {
-	case err := <-served:
+	case <-serving.Done():
 		s.setStopping()
-		return fmt.Errorf("webhook: serving on %s: %w", ln.Addr(), err)
+		return fmt.Errorf("webhook: serving on %s: %w", ln.Addr(), serving.Err())
 	case <-ctx.Done():
 	}
 	s.setStopping()
-	drainCtx, cancel := context.WithTimeout(context.Background(), drainTimeout)
-	defer cancel()
-	if err := srv.Shutdown(drainCtx); err != nil {
-		s.log.Info("Webhook requests still in flight after the drain timeout; closing their connections", "timeout", drainTimeout)
-		_ = srv.Close()
+	if serving.Stop(drainTimeout) {
+		s.log.Info("Webhook requests still in flight after the drain timeout; closed their connections", "timeout", drainTimeout)
 	}
-	<-served // http.ErrServerClosed
 	s.log.Info("Stopped serving webhooks")
 	return nil
 }
@@ -335,20 +318,4 @@ func (s *Server) Addr() net.Addr {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.addr
-}
-
-// logWriter turns the lines of net/http's error log into log entries:
-// failed TLS handshakes (an API server that does not trust the
-// certificate, a TCP probe) at V(1), as clients cause them and they may be
-// many; the rest (a panic in a handler) as errors.
-type logWriter struct{ log logr.Logger }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	msg := strings.TrimSpace(string(p))
-	if strings.HasPrefix(msg, "http: TLS handshake error") {
-		w.log.V(1).Info("TLS handshake failed", "err", msg)
-	} else {
-		w.log.Error(errors.New(msg), "HTTP server error")
-	}
-	return len(p), nil
 }

@@ -94,7 +94,7 @@ func startCtrlkit(ctx context.Context, cfg *rest.Config, rec *recorder, s setup)
 		opts.Informers.TweakListOptions = func(o *metav1.ListOptions) { o.LabelSelector = s.selector }
 	}
 	if s.kind == sites {
-		opts.Informers.Scheme = siteScheme()
+		opts.Scheme = siteScheme()
 	}
 	mgr, err := manager.New(traced(unlimited(cfg), "ctrlkit"), opts)
 	if err != nil {

@@ -54,7 +54,7 @@ type Controller struct {
 }
 
 // NewScheme returns client-go's scheme plus Foo, for manager.Options
-// Informers.Scheme: informer.For and the event recorder find Foo's kind in it.
+// Scheme: informer.For and the event recorder find Foo's kind in it.
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	if err := kubescheme.AddToScheme(s); err != nil {

@@ -43,7 +43,7 @@ func run(ctx context.Context, log logr.Logger) error {
 		Name:      controllerAgentName,
 		Logger:    log,
 		HTTPAddr:  os.Getenv("HTTP_ADDR"), // e.g. ":8080" for /metrics, /healthz, /readyz
-		Informers: informer.Options{Scheme: scheme, Resync: 30 * time.Second},
+		Scheme: scheme, Informers: informer.Options{Resync: 30 * time.Second},
 	})
 	if err != nil {
 		return err

@@ -78,7 +78,7 @@ func TestController(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := funcr.New(func(p, a string) { t.Log(p, a) }, funcr.Options{})
-	mgr, err := manager.New(rbactest.User(t, env, kube, "rbac.yaml"), manager.Options{Logger: log, Informers: informer.Options{Scheme: scheme}})
+	mgr, err := manager.New(rbactest.User(t, env, kube, "rbac.yaml"), manager.Options{Logger: log, Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,8 @@ func run(ctx context.Context, cfg *rest.Config, log logr.Logger) error {
 		Name:      Name,
 		Logger:    log,
 		HTTPAddr:  os.Getenv("HTTP_ADDR"),
-		Informers: InformerOptions(scheme),
+		Scheme:    scheme,
+		Informers: InformerOptions(),
 		Sharding:  ShardingOptions(os.Getenv("SHARD_NAMESPACE"), os.Getenv("POD_NAME")),
 	})
 	if err != nil {
@@ -89,7 +90,7 @@ func run(ctx context.Context, cfg *rest.Config, log logr.Logger) error {
 }
 
 // NewScheme returns a scheme with client-go's types and the Website types,
-// for manager.Options.Informers.Scheme: informer.For finds the Website's
+// for manager.Options.Scheme: informer.For finds the Website's
 // kind there, and the event recorder refers to Websites through it.
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
@@ -102,13 +103,11 @@ func NewScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// InformerOptions are the cache options the operator needs: the Website
-// types in the scheme, and ConfigMaps cached only from RoutesNamespace, the
-// only ConfigMaps it reads (without this, every ConfigMap in the cluster
-// would be cached).
-func InformerOptions(scheme *runtime.Scheme) informer.Options {
+// InformerOptions are the cache options the operator needs: ConfigMaps
+// cached only from RoutesNamespace, the only ConfigMaps it reads (without
+// this, every ConfigMap in the cluster would be cached).
+func InformerOptions() informer.Options {
 	return informer.Options{
-		Scheme: scheme,
 		ByType: map[runtime.Object]informer.TypeOptions{
 			&corev1.ConfigMap{}: {Namespaces: []string{RoutesNamespace}},
 		},

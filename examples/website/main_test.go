@@ -115,7 +115,7 @@ func startOperator(t *testing.T) {
 	log := funcr.New(func(p, a string) { t.Log(p, a) }, funcr.Options{})
 	user := rbactest.User(t, env, kube, "rbac.yaml")
 	mgr, err := manager.New(user, manager.Options{
-		Name: Name, Logger: log, Informers: InformerOptions(scheme),
+		Name: Name, Logger: log, Scheme: scheme, Informers: InformerOptions(),
 		ReadYourWrites: client.ReadYourWrites{Disabled: os.Getenv("WEBSITE_RYOW") == "off"},
 	})
 	if err != nil {

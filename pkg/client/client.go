@@ -176,7 +176,7 @@ type target struct {
 func (s *shared) targetFor(obj runtime.Object) (target, error) {
 	gvks, _, err := s.scheme.ObjectKinds(obj)
 	if err != nil {
-		return target{}, fmt.Errorf("client: %T is not in the client's scheme: register it with its AddToScheme in client.Options.Scheme (manager.Options.Informers.Scheme for a manager's client): %w", obj, err)
+		return target{}, fmt.Errorf("client: %T is not in the client's scheme: register it with its AddToScheme in client.Options.Scheme (manager.Options.Scheme for a manager's client): %w", obj, err)
 	}
 	return s.targetForKind(gvks[0], kube.BuiltIn(gvks[0], reflect.TypeOf(obj)))
 }

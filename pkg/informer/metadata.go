@@ -51,7 +51,7 @@ func ForMetadata[T runtime.Object](c *Cache, in ...*Scope) (*Informer[*metav1.Pa
 	}
 	gvks, _, err := c.scheme.ObjectKinds(reflect.New(rt.Elem()).Interface().(runtime.Object))
 	if err != nil {
-		return nil, fmt.Errorf("informer: ForMetadata[%v]: type is not in the scheme: register it with its AddToScheme in informer.Options.Scheme: %w", rt, err)
+		return nil, fmt.Errorf("informer: ForMetadata[%v]: type is not in the scheme: register it with its AddToScheme in informer.Options.Scheme (manager.Options.Scheme for a manager's cache): %w", rt, err)
 	}
 	gvk := gvks[0]
 	scope, err := oneScope(fmt.Sprintf("informer: ForMetadata[%v]", rt), in)

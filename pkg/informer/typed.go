@@ -64,7 +64,7 @@ func For[T runtime.Object](c *Cache, in ...*Scope) (*Informer[T], error) {
 	}
 	gvks, _, err := c.scheme.ObjectKinds(reflect.New(rt.Elem()).Interface().(runtime.Object))
 	if err != nil {
-		return nil, fmt.Errorf("informer: For[%v]: type is not in the scheme: register it with its AddToScheme in informer.Options.Scheme: %w", rt, err)
+		return nil, fmt.Errorf("informer: For[%v]: type is not in the scheme: register it with its AddToScheme in informer.Options.Scheme (manager.Options.Scheme for a manager's cache): %w", rt, err)
 	}
 	gvk := gvks[0]
 	scope, err := oneScope(fmt.Sprintf("informer: For[%v]", rt), in)

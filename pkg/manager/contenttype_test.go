@@ -98,7 +98,7 @@ func TestContentTypes(t *testing.T) {
 					return rt.RoundTrip(req)
 				})
 			})
-			m, err := manager.New(cfg, manager.Options{Informers: informer.Options{Scheme: scheme}})
+			m, err := manager.New(cfg, manager.Options{Scheme: scheme})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -163,7 +163,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	m.conns = &own
 	m.client, err = client.New(cfg, client.Options{
 		HTTPClient:     writeHC,
-		Scheme:         opts.Informers.Scheme,
+		Scheme:         opts.Scheme,
 		Mapper:         mapper,
 		FieldManager:   cmp.Or(opts.Name, DefaultName),
 		Cache:          m.cache,
@@ -233,7 +233,9 @@ func newWithClients(c informer.Clients, opts Options, newElector func(leader.Opt
 	if w == nil {
 		w = &writers{kube: c.Kube, dyn: c.Dynamic, md: c.Metadata}
 	}
-	cache, err := informer.New(c, opts.Informers)
+	io := opts.Informers
+	io.Scheme = opts.Scheme
+	cache, err := informer.New(c, io)
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
@@ -299,7 +301,7 @@ func newWithClients(c informer.Clients, opts Options, newElector func(leader.Opt
 func (m *Manager) Cache() *informer.Cache { return m.cache }
 
 // Client writes objects of every type in the scheme
-// (Options.Informers.Scheme), built-in or custom, and its writes are
+// (Options.Scheme), built-in or custom, and its writes are
 // reflected by the cache's listers when they return (see package client).
 // Its field manager is Options.Name. Reads belong to listers.
 func (m *Manager) Client() *client.Client { return m.client }
@@ -389,11 +391,7 @@ func (m *Manager) EventRecorder(component string) record.EventRecorder {
 		m.broadcaster = record.NewBroadcaster(record.WithContext(logr.NewContext(context.Background(), gated(m.log, &m.eventLog))))
 		m.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: m.kube.CoreV1().Events("")})
 	}
-	scheme := m.opts.Informers.Scheme
-	if scheme == nil {
-		scheme = kubescheme.Scheme
-	}
-	return m.broadcaster.NewRecorder(scheme, corev1.EventSource{Component: component}).WithLogger(m.log)
+	return m.broadcaster.NewRecorder(cmp.Or(m.opts.Scheme, kubescheme.Scheme), corev1.EventSource{Component: component}).WithLogger(m.log)
 }
 
 // Ready reports whether /readyz passes: the caches have synced, Run has

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/ctrlkit/ctrlkit/pkg/client"
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
@@ -33,7 +34,14 @@ type Options struct {
 	// the rest config sets one) and the default source of the events it
 	// records. Empty means DefaultName.
 	Name string
-	// Informers are the options shared by every informer.
+	// Scheme maps Go types to kinds for everything the manager builds: its
+	// cache (informer.For), its client, its event recorders and sharding.
+	// Nil means client-go's scheme (built-in types only); add custom types
+	// with their AddToScheme. It is the one place to set the scheme:
+	// Informers.Scheme must stay nil.
+	Scheme *runtime.Scheme
+	// Informers are the options shared by every informer, except the
+	// scheme (Scheme).
 	Informers informer.Options
 	// Logger receives the manager's logs and is the base of every
 	// controller's logger. The zero value discards logs.
@@ -156,6 +164,9 @@ func (o *Options) validate() error {
 	}
 	if o.ShutdownTimeout < 0 {
 		bad("ShutdownTimeout", o.ShutdownTimeout, "use 0 for the default, or a positive duration")
+	}
+	if o.Informers.Scheme != nil {
+		errs = append(errs, errors.New("manager: Options.Informers.Scheme is set: set Options.Scheme instead, which the manager's cache, client and event recorders all use"))
 	}
 	if o.Informers.Resync < 0 {
 		bad("Informers.Resync", o.Informers.Resync, "use 0 to disable resync, or a positive period")

@@ -55,6 +55,11 @@ func TestNewValidatesOptions(t *testing.T) {
 			want: []string{"Options.Informers.Resync is -1s"},
 		},
 		{
+			name: "scheme in Informers",
+			opts: manager.Options{Informers: informer.Options{Scheme: runtime.NewScheme()}},
+			want: []string{"Options.Informers.Scheme is set", "set Options.Scheme instead"},
+		},
+		{
 			name: "HTTPAddr without port",
 			opts: manager.Options{HTTPAddr: "8080"},
 			want: []string{`Options.HTTPAddr is "8080"`, "host:port"},

@@ -24,7 +24,7 @@ func (m *Manager) newReplica(md metadata.Interface, newElector func(leader.Optio
 	}
 	io := m.opts.Informers
 	r, err := shard.NewReplica(cmp.Or(m.opts.Name, DefaultName), *m.opts.Sharding, shard.Env{
-		Kube: m.kube, Metadata: md, Dynamic: m.dyn, Mapper: m.mapper, Scheme: cmp.Or(io.Scheme, kubescheme.Scheme),
+		Kube: m.kube, Metadata: md, Dynamic: m.dyn, Mapper: m.mapper, Scheme: cmp.Or(m.opts.Scheme, kubescheme.Scheme),
 		Namespaces: func(obj runtime.Object) []string {
 			for k, to := range io.ByType { // keyed by example objects
 				if reflect.TypeOf(k) == reflect.TypeOf(obj) && len(to.Namespaces) > 0 {

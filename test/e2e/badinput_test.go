@@ -132,7 +132,7 @@ func TestInvalidControllers(t *testing.T) {
 func TestUnknownResources(t *testing.T) {
 	ns := newNamespace(t)
 	t.Run("Go type without a CRD", func(t *testing.T) {
-		mgr := newManager(t, cfg, ns, manager.Options{Informers: informer.Options{Scheme: newScheme(t)}})
+		mgr := newManager(t, cfg, ns, manager.Options{Scheme: newScheme(t)})
 		_, err := informer.For[*Gadget](mgr.Cache())
 		wantErr(t, err, "Gadget", "does not serve", "CRD")
 	})

@@ -1303,7 +1303,7 @@ func testReads[T client.Object](t *testing.T, k kind[T]) {
 func TestClientReadYourWrites(t *testing.T) {
 	ns := newNamespace(t)
 	const fieldManager = "ryow-e2e"
-	mgr := newManager(t, cfg, ns, manager.Options{Name: fieldManager, Informers: informer.Options{Scheme: newScheme(t)}})
+	mgr := newManager(t, cfg, ns, manager.Options{Name: fieldManager, Scheme: newScheme(t)})
 	cmInf, err := informer.For[*corev1.ConfigMap](mgr.Cache())
 	if err != nil {
 		t.Fatal(err)
@@ -1460,7 +1460,7 @@ func TestClientReadYourWrites(t *testing.T) {
 // with the finalizer.
 func TestClientReadYourWritesFinalizerRemoval(t *testing.T) {
 	ns := newNamespace(t)
-	mgr := newManager(t, cfg, ns, manager.Options{Name: "finalizer-e2e", Informers: informer.Options{Scheme: newScheme(t)}})
+	mgr := newManager(t, cfg, ns, manager.Options{Name: "finalizer-e2e", Scheme: newScheme(t)})
 	cmInf, err := informer.For[*corev1.ConfigMap](mgr.Cache())
 	if err != nil {
 		t.Fatal(err)
@@ -1729,8 +1729,8 @@ func TestClientCacheLag(t *testing.T) {
 	mgr := newManager(t, cfg, ns, manager.Options{
 		Name:           "lag-e2e",
 		ReadYourWrites: client.ReadYourWrites{Timeout: timeout},
+		Scheme:         newScheme(t),
 		Informers: informer.Options{
-			Scheme: newScheme(t),
 			ByType: map[runtime.Object]informer.TypeOptions{
 				&corev1.Secret{}: {FieldSelector: "type=" + string(corev1.SecretTypeTLS)},
 			},

@@ -33,7 +33,7 @@ func TestInitialListIsConsistent(t *testing.T) {
 		createConfigMap(t, ns, fmt.Sprintf("cm-%d", i), nil, nil)
 	}
 	rc := &requestCounter{}
-	mgr := newManager(t, rc.config(cfg), ns, manager.Options{Informers: informer.Options{Scheme: newScheme(t)}})
+	mgr := newManager(t, rc.config(cfg), ns, manager.Options{Scheme: newScheme(t)})
 	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache())
 	if err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ import (
 // Widget.
 func TestMetadataSecretsMappedToOwners(t *testing.T) {
 	ns := newNamespace(t)
-	mgr := newManager(t, cfg, ns, manager.Options{Informers: informer.Options{Scheme: newScheme(t)}})
+	mgr := newManager(t, cfg, ns, manager.Options{Scheme: newScheme(t)})
 	widgets, err := informer.For[*Widget](mgr.Cache())
 	if err != nil {
 		t.Fatal(err)

@@ -210,8 +210,7 @@ func TestControllerAddedAfterRunAndRemoved(t *testing.T) {
 func TestCRDInstalledAfterStart(t *testing.T) {
 	gv := schema.GroupVersion{Group: "runtime.e2e.ctrlkit.io", Version: "v1"}
 	ns := newNamespace(t)
-	mgr := newManager(t, cfg, ns, manager.Options{Informers: informer.Options{
-		Scheme:            sprocketScheme(t, gv),
+	mgr := newManager(t, cfg, ns, manager.Options{Scheme: sprocketScheme(t, gv), Informers: informer.Options{
 		ByType:            map[runtime.Object]informer.TypeOptions{&Sprocket{}: {WhenServed: true}},
 		DiscoveryInterval: 500 * time.Millisecond,
 	}})
@@ -266,8 +265,8 @@ func TestCRDDeletedAndRecreated(t *testing.T) {
 	logs := &logLines{}
 	mgr := newManager(t, cfg, ns, manager.Options{
 		Logger: logr.New(&recordingSink{LogSink: testLogger(t).GetSink(), lines: logs}),
+		Scheme: sprocketScheme(t, gv),
 		Informers: informer.Options{
-			Scheme:            sprocketScheme(t, gv),
 			DiscoveryInterval: 500 * time.Millisecond,
 		},
 	})

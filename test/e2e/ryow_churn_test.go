@@ -71,7 +71,7 @@ func TestReadYourWritesUnderChurn(t *testing.T) {
 	for i := range names {
 		names[i] = fmt.Sprintf("obj-%d", i)
 	}
-	mgr := newManager(t, cfg, ns, manager.Options{Informers: informer.Options{Scheme: newScheme(t)}})
+	mgr := newManager(t, cfg, ns, manager.Options{Scheme: newScheme(t)})
 	cms, err := informer.For[*corev1.ConfigMap](mgr.Cache())
 	if err != nil {
 		t.Fatal(err)

@@ -63,8 +63,8 @@ func TestWebhookAdmissionAndConversion(t *testing.T) {
 
 	scheme := gizmoScheme()
 	mgr := newManager(t, cfg, ns, manager.Options{
-		Informers: informer.Options{Scheme: scheme},
-		Webhook:   &manager.WebhookOptions{Addr: addr, Certificate: src},
+		Scheme:  scheme,
+		Webhook: &manager.WebhookOptions{Addr: addr, Certificate: src},
 	})
 	// Listing v1alpha1 Gizmos needs the conversion webhook.
 	old, err := informer.For[*GizmoV1alpha1](mgr.Cache())

@@ -144,7 +144,7 @@ func widgetObject(namespace, name string, size int64, color string) *unstructure
 // Built-in types keep working with the same scheme.
 func TestCustomResourceThroughGenericLister(t *testing.T) {
 	ns := newNamespace(t)
-	mgr := newManager(t, cfg, ns, manager.Options{Informers: informer.Options{Scheme: newScheme(t)}})
+	mgr := newManager(t, cfg, ns, manager.Options{Scheme: newScheme(t)})
 	widgets, err := informer.For[*Widget](mgr.Cache())
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +237,7 @@ func TestCustomResourceThroughGenericLister(t *testing.T) {
 func TestEventsOnCustomResource(t *testing.T) {
 	ns := newNamespace(t)
 	baseline := goleak.IgnoreCurrent()
-	mgr := newManager(t, cfg, ns, manager.Options{Informers: informer.Options{Scheme: newScheme(t)}})
+	mgr := newManager(t, cfg, ns, manager.Options{Scheme: newScheme(t)})
 	widgets, err := informer.For[*Widget](mgr.Cache())
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +287,7 @@ func TestEventsOnCustomResource(t *testing.T) {
 // it, show the verdict on each watch event.
 func TestGenerationChangedIgnoresStatusWrites(t *testing.T) {
 	ns := newNamespace(t)
-	mgr := newManager(t, cfg, ns, manager.Options{Informers: informer.Options{Scheme: newScheme(t)}})
+	mgr := newManager(t, cfg, ns, manager.Options{Scheme: newScheme(t)})
 	widgets, err := informer.For[*Widget](mgr.Cache())
 	if err != nil {
 		t.Fatal(err)

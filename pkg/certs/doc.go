@@ -53,7 +53,23 @@
 // replica that loses reads again and serves what the winner wrote. So the
 // first writer's CA is the one every replica serves, and one change is
 // made once, whichever replica makes it; that replica logs it in one line.
-// A Secret without usable certificates (a placeholder) is filled in.
+//
+// The source writes only a Secret that is its own, so that a Secret of
+// another application that has the same name keeps its data. It creates
+// the Secret with the label SharedLabel=SharedLabelValue
+// (certs.ctrlkit.io/managed-by=shared), and every update keeps it. An
+// existing Secret with the label is the source's: if it holds no usable
+// certificates (a placeholder from the manifests, which must carry the
+// label), it is filled in. An existing Secret without the label's key is
+// taken only if it holds this layout whole and consistent: the serving
+// pair, the signer pair and ca.crt, each key matching its certificate,
+// the serving certificate signed by the signer, and ca.crt holding every
+// signer. That is a Secret an earlier ctrlkit made, before it set the
+// label; the label is added, nothing else changed, and the change logged.
+// Any other Secret is left untouched: Ready reports it, with the kubectl
+// label command that hands it to the source (its data is then replaced),
+// and every round reads it again, so deleting or labelling it takes
+// effect without a restart.
 //
 // # Rotation without a failed call
 //

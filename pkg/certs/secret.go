@@ -6,7 +6,56 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
+
+// SharedLabel, with the value SharedLabelValue, marks a Secret as a Shared
+// source's. A Shared source creates its Secret with this label and writes
+// an existing Secret only if it carries it (see SharedOptions.SecretName
+// for the one exception, a Secret an earlier ctrlkit made). A manifest
+// that creates the Secret ahead of the operator, as a placeholder for the
+// source to fill in, sets it:
+//
+//	metadata:
+//	  labels:
+//	    certs.ctrlkit.io/managed-by: shared
+//
+// It is a key of ctrlkit's own rather than app.kubernetes.io/managed-by,
+// which Helm charts and kustomizations set to their own values.
+const (
+	SharedLabel      = "certs.ctrlkit.io/managed-by"
+	SharedLabelValue = "shared"
+)
+
+// labelled reports whether secret carries SharedLabel.
+func labelled(secret *corev1.Secret) bool {
+	return secret.Labels[SharedLabel] == SharedLabelValue
+}
+
+// setLabel puts SharedLabel on secret, which the caller owns.
+func setLabel(secret *corev1.Secret) {
+	if secret.Labels == nil {
+		secret.Labels = map[string]string{}
+	}
+	secret.Labels[SharedLabel] = SharedLabelValue
+}
+
+// notOurs is the error for a Secret that the source may not write: it
+// names the Secret, says why, and gives the three ways out.
+func notOurs(secret *corev1.Secret) error {
+	why := fmt.Sprintf("it lacks the label %s=%s and does not hold this source's certificates", SharedLabel, SharedLabelValue)
+	overwrite := ""
+	if v, ok := secret.Labels[SharedLabel]; ok {
+		why = fmt.Sprintf("its label %s is %q, not %q", SharedLabel, v, SharedLabelValue)
+		overwrite = " --overwrite"
+	}
+	return fmt.Errorf("certs: the Secret %s/%s was not made by this source: %s, so it is left untouched; "+
+		"delete it, set SharedOptions.SecretName to another name, or, if it is meant for this operator, label it (its data is then replaced): "+
+		"kubectl label secret --namespace %s %s %s=%s%s",
+		secret.Namespace, secret.Name, why,
+		secret.Namespace, secret.Name, SharedLabel, SharedLabelValue, overwrite)
+}
 
 // The keys of the shared Secret's data, all PEM.
 const (

@@ -33,8 +33,18 @@ type SharedOptions struct {
 	// the operator's own.
 	Namespace string
 	// SecretName names the Secret that holds the CA and the serving
-	// certificate for every replica. It is created if missing; an existing
-	// Secret without usable certificates (a placeholder) is filled in.
+	// certificate for every replica. It is created if missing, with the
+	// label SharedLabel. An existing Secret is written only if it is the
+	// source's:
+	//   - with SharedLabel, it is used, and filled in if it holds no
+	//     usable certificates (a placeholder created with the label);
+	//   - without the label's key, but holding the source's whole layout
+	//     (see the package documentation) with keys and certificates that
+	//     parse and match, as a Secret an earlier ctrlkit made does, it is
+	//     labelled, with nothing else changed, and used;
+	//   - any other Secret is never written: Ready reports it, naming it
+	//     and what to do, until it is deleted or labelled, which the
+	//     source sees without a restart.
 	SecretName string
 	// ServiceName is the webhook Service the API server calls; the serving
 	// certificate is valid for <ServiceName>.<Namespace>.svc and

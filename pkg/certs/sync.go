@@ -39,6 +39,21 @@ func (s *Shared) sync(ctx context.Context, log logr.Logger) time.Duration {
 	var unusable error // the Secret exists but its certificates cannot be used
 	if err == nil {
 		st, unusable = decodeState(secret.Data)
+		if !labelled(secret) {
+			if _, other := secret.Labels[SharedLabel]; other || unusable != nil {
+				return s.fail(ctx, log, "secret", notOurs(secret))
+			}
+			// No label, but this source's whole layout, consistent: a
+			// Secret an earlier ctrlkit made, before it labelled them.
+			if secret, err = s.adopt(ctx, secret); err != nil {
+				if apierrors.IsConflict(err) {
+					log.V(1).Info("the Secret changed while labelling it; reading it again")
+					return 0
+				}
+				return s.fail(ctx, log, "secret", err)
+			}
+			log.Info("labelled the Secret as this source's: it holds this source's certificates without the label, as a Secret an earlier ctrlkit made does", "label", SharedLabel+"="+SharedLabelValue)
+		}
 	} else {
 		secret = nil
 	}
@@ -120,8 +135,9 @@ func (s *Shared) sync(ctx context.Context, log logr.Logger) time.Duration {
 	return s.nextWait(st, now)
 }
 
-// write creates the Secret with st, or updates it if it was read
-// (conditional on its resourceVersion).
+// write creates the Secret with st and SharedLabel, or updates it if it
+// was read (conditional on its resourceVersion; only a Secret with
+// SharedLabel is updated).
 func (s *Shared) write(ctx context.Context, secret *corev1.Secret, st *state) error {
 	secrets := s.kube.CoreV1().Secrets(s.opts.Namespace)
 	if secret == nil {
@@ -129,7 +145,7 @@ func (s *Shared) write(ctx context.Context, secret *corev1.Secret, st *state) er
 			ObjectMeta: metav1.ObjectMeta{
 				Name:      s.opts.SecretName,
 				Namespace: s.opts.Namespace,
-				Labels:    map[string]string{"app.kubernetes.io/managed-by": "ctrlkit"},
+				Labels:    map[string]string{SharedLabel: SharedLabelValue},
 			},
 			Type: corev1.SecretTypeTLS,
 			Data: st.encode(),
@@ -138,8 +154,22 @@ func (s *Shared) write(ctx context.Context, secret *corev1.Secret, st *state) er
 	}
 	secret = secret.DeepCopy()
 	secret.Data = st.encode()
+	setLabel(secret) // it has the label already; no update may drop it
 	_, err := secrets.Update(ctx, secret, metav1.UpdateOptions{})
 	return err
+}
+
+// adopt adds SharedLabel to secret, changing nothing else, conditional on
+// its resourceVersion, and returns the Secret written. Its error matches
+// apierrors.IsConflict if the Secret changed since it was read.
+func (s *Shared) adopt(ctx context.Context, secret *corev1.Secret) (*corev1.Secret, error) {
+	secret = secret.DeepCopy()
+	setLabel(secret)
+	updated, err := s.kube.CoreV1().Secrets(s.opts.Namespace).Update(ctx, secret, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("certs: labelling the Secret %s/%s %s=%s: %w", s.opts.Namespace, s.opts.SecretName, SharedLabel, SharedLabelValue, err)
+	}
+	return updated, nil
 }
 
 // load serves st's certificate and records the bundle and readiness.

@@ -247,16 +247,18 @@ func (m *Manager) newServer(name string, h http.Handler, http2 bool) *http.Serve
 // abort, not at all. A server that fails is logged.
 func (m *Manager) serveOn(srv *http.Server, ln net.Listener) (stop func(abort bool)) {
 	s := serve.Start(srv, ln)
-	go func() {
+	var logged sync.WaitGroup
+	logged.Go(func() {
 		if err := s.Err(); err != nil {
 			m.log.Error(err, "HTTP server failed", "addr", ln.Addr().String())
 		}
-	}()
+	})
 	return func(abort bool) {
 		drain := 5 * time.Second
 		if abort {
 			drain = 0
 		}
 		s.Stop(drain)
+		logged.Wait()
 	}
 }

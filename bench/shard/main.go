@@ -15,7 +15,7 @@
 //     to the new owners' Reconciles of the dead replica's keys);
 //
 // against the targets of issue 15: capacity ≥ 0.8 × N × the singleton's,
-// and heap per replica ≤ 1.2/N × the singleton's for the sharded type. It
+// and heap per replica ≤ 1.3/N × the singleton's for the sharded type. It
 // writes bench/results/shard.md and shard.svg. See bench/shard/README.md.
 //
 // Processes: this program is both the bench and the replica; it runs a

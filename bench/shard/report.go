@@ -19,7 +19,7 @@ const (
 // Targets of issue 15.
 const (
 	capacityTarget = 0.8 // capacity ≥ 0.8 × N × the singleton's
-	heapTarget     = 1.2 // heap per replica ≤ 1.2/N × the singleton's, sharded type
+	heapTarget     = 1.3 // heap per replica ≤ 1.3/N (issue 35) × the singleton's, sharded type
 )
 
 // share is a replica's heap for the sharded type: its HeapInuse less an
@@ -266,7 +266,7 @@ func report(c config, res *results) string {
 	p("\nˢ the replica running the sharder. \"Balance bound\": the capacity ratio the ring's split allows, 1 ÷ (N × the largest replica's share of the keys): the replica with the most keys saturates first.")
 	p("\n\n")
 	if why := misses(c, res, base); len(why) > 0 {
-		p("**Why the misses.** A replica's ratio is (its keys ÷ n/N, its fair share) × (its heap per key ÷ the singleton's) ÷ N, so a replica misses 1.2/N when the ring gives it more than its fair share or it holds more per key than the singleton:\n\n")
+		p("**Why the misses.** A replica's ratio is (its keys ÷ n/N, its fair share) × (its heap per key ÷ the singleton's) ÷ N, so a replica misses %.1f/N when the ring gives it more than its fair share or it holds more per key than the singleton:\n\n", heapTarget)
 		for _, w := range why {
 			p("- %s\n", w)
 		}
@@ -337,8 +337,8 @@ func report(c config, res *results) string {
 	p("\n### Published anchor\n\ntimebertt's kubernetes-controller-sharding thesis measured, at its SLOs, 1 → 5 instances going from %s → %s objects (%.2f×, %.2f per instance) and %d → %d changes/s (%.2f×, %.2f per instance), ",
 		comma(thesisObjects1), comma(thesisObjects5), float64(thesisObjects5)/thesisObjects1, float64(thesisObjects5)/thesisObjects1/5,
 		thesisChanges1, thesisChanges5, float64(thesisChanges5)/thesisChanges1, float64(thesisChanges5)/thesisChanges1/5)
-	p("and %d MiB for a singleton against %d–%d MiB per shard with 3 shards (%.2f–%.2f of the singleton; 1.2/3 = 0.40). Its figures are whole-process memory of a real operator; ours are Go heap, with the sharded type's share separated.\n",
-		thesisSingletonMiB, thesisShardMiBLo, thesisShard, float64(thesisShardMiBLo)/thesisSingletonMiB, float64(thesisShard)/thesisSingletonMiB)
+	p("and %d MiB for a singleton against %d–%d MiB per shard with 3 shards (%.2f–%.2f of the singleton; %.1f/3 = %.2f). Its figures are whole-process memory of a real operator; ours are Go heap, with the sharded type's share separated.\n",
+		thesisSingletonMiB, thesisShardMiBLo, thesisShard, float64(thesisShardMiBLo)/thesisSingletonMiB, float64(thesisShard)/thesisSingletonMiB, heapTarget, heapTarget/3)
 	return sb.String()
 }
 

@@ -153,7 +153,7 @@ func chart(c config, res *results) string {
 		{"running the sharder)", "", "none"},
 		{"ctrlkit, right: the other", colorOurs, "O"},
 		{"replicas (the highest)", "", "none"},
-		{"target (0.8·N; 1.2/N)", colorTarget, "8,4"},
+		{fmt.Sprintf("target (0.8·N; %.1f/N)", heapTarget), colorTarget, "8,4"},
 		{"ideal (N; 1/N)", colorIdeal, "4,4"},
 		{"thesis: changes/s", colorThesis, "o"},
 		{"thesis: objects", colorThesis, "O"},

@@ -53,6 +53,16 @@ type Options struct {
 	// kube-apiserver serves cluster-wide) need not be listed; every other
 	// kind is namespaced.
 	ClusterScoped []schema.GroupVersionKind
+	// ShardSelector makes the fake answer lists, watches and
+	// deletecollections that carry a shardSelector
+	// (metav1.ListOptions.ShardSelector, KEP-5866) as kube-apiserver does
+	// with its feature gate ShardedListAndWatch on: they select only the
+	// objects whose uid or namespace hashes into one of its ranges, a list
+	// echoes the selector it applied in metadata.shardInfo, and a selector
+	// that does not parse is a 400 BadRequest (see the package doc for the
+	// syntax). False, the default as the gate's, ignores the parameter and
+	// echoes nothing, as kube-apiserver does with the gate off.
+	ShardSelector bool
 }
 
 // Cluster is an in-memory Kubernetes API server, reached through an
@@ -76,6 +86,7 @@ type Cluster struct {
 	compacted    uint64
 	historyLimit int
 	bufferSize   int
+	sharding     bool // Options.ShardSelector
 }
 
 // Request is one write the fake answered, accepted or refused.
@@ -132,6 +143,7 @@ func New(opts Options) (*Cluster, error) {
 		watchers:     map[*watcher]struct{}{},
 		historyLimit: defaultHistory,
 		bufferSize:   defaultBuffer,
+		sharding:     o.ShardSelector,
 	}
 	for _, info := range codecs.SupportedMediaTypes() {
 		if info.MediaType == runtime.ContentTypeJSON || info.MediaType == runtime.ContentTypeProtobuf {

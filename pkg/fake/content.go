@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/sharding"
 )
 
 // Answers are encoded in the media type negotiated from the request's
@@ -156,11 +157,21 @@ func notAcceptable(msg string) error {
 	}}
 }
 
-// objectList is a list answer: copies of the items, and the
-// resourceVersion of the list (0: none).
+// objectList is a list answer: copies of the items, the resourceVersion
+// of the list (0: none), and the shardSelector applied (nil: none), which
+// the list echoes in metadata.shardInfo.
 type objectList struct {
 	items []runtime.Object
 	rv    uint64
+	shard sharding.Selector
+}
+
+// shardInfo is what a list answer says of the shardSelector applied.
+func (l objectList) shardInfo() *metav1.ShardInfo {
+	if l.shard == nil {
+		return nil
+	}
+	return &metav1.ShardInfo{Selector: l.shard.String()}
 }
 
 // marshal encodes an answer for out: result is an object of r, a list of
@@ -181,10 +192,11 @@ func (c *Cluster) marshal(out output, r *resource, result any) ([]byte, error) {
 				l.Items = append(l.Items, *partial(item))
 			}
 			l.ResourceVersion = listRV(res.rv)
+			l.ShardInfo = res.shardInfo()
 			obj = l
 		default:
 			if out.info.MediaType == runtime.ContentTypeJSON {
-				return c.encodeList(r, res.items, res.rv)
+				return c.encodeList(r, res)
 			}
 			// A built-in kind: its List kind is in the scheme.
 			gvk := r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List")
@@ -198,6 +210,9 @@ func (c *Cluster) marshal(out output, r *resource, result any) ([]byte, error) {
 			l.GetObjectKind().SetGroupVersionKind(gvk)
 			lm, _ := meta.ListAccessor(l)
 			lm.SetResourceVersion(listRV(res.rv))
+			if sl, ok := l.(metav1.ShardedListInterface); ok {
+				sl.SetShardInfo(res.shardInfo())
+			}
 			obj = l
 		}
 	case runtime.Object:

@@ -78,6 +78,20 @@
 //     protocol client-go's informers use (sendInitialEvents and the
 //     k8s.io/initial-events-end bookmark). An object that starts or stops
 //     matching a label selector arrives as ADDED or DELETED.
+//   - Shard selectors (KEP-5866), with Options.ShardSelector, as
+//     kube-apiserver with its feature gate ShardedListAndWatch on: a list,
+//     watch or deletecollection with a shardSelector selects only the
+//     objects whose uid or namespace (FNV-1a, 64 bits) falls in one of its
+//     ranges, beside the label and field selectors, and a list echoes the
+//     selector it applied, re-rendered, in metadata.shardInfo. The syntax
+//     is shardRange(object.metadata.uid, '0x…', '0x…') (or
+//     object.metadata.namespace), each bound in single or double quotes,
+//     16 lowercase hex digits or 0x10000000000000000 (2^64) for the
+//     exclusive end, joined with ||,
+//     all ranges on one field, each start below its end, at most 100,000
+//     characters, with any whitespace between the tokens; anything else is
+//     a 400 BadRequest saying why. Without the option, as with the gate off,
+//     the parameter is ignored and nothing is echoed.
 //   - Discovery: /api, /apis and each group version, with every kind of the
 //     scheme, its scope, verbs and status subresource, for discovery
 //     clients and discovery-backed RESTMappers. RESTMapper gives the same
@@ -136,6 +150,12 @@
 //     application/yaml alone is a 406; clauses with as=Table, or for
 //     meta.k8s.io/v1beta1, are passed over). A request body is decoded by
 //     what it holds (JSON, YAML or protobuf), whatever its Content-Type.
+//   - Shard selectors: the fake parses the spelling above, a subset of
+//     the CEL kube-apiserver accepts; it refuses parentheses, escapes,
+//     raw or triple-quoted strings and comments, which kube-apiserver
+//     allows. kube-apiserver (k8s.io/apiserver v0.37) answers a selector
+//     it cannot parse with a 500, its parse error not being a Status; the
+//     fake answers the 400 BadRequest the error is.
 //   - metadata.generation is kept for every kind; kube-apiserver keeps it
 //     for custom resources and most workload kinds, but leaves it 0 for
 //     built-in kinds such as ConfigMap, Secret and Service.

@@ -179,11 +179,12 @@ func (c *Cluster) handle(req *http.Request, ri requestInfo, body []byte) (int, a
 		if err := decodeQuery(req, &opts); err != nil {
 			return 0, nil, err
 		}
-		if err := checkFieldSelector(opts.FieldSelector); err != nil {
+		sel, err := c.selectorsOf(&opts)
+		if err != nil {
 			return 0, nil, err
 		}
 		c.mu.Lock()
-		l := objectList{items: c.list(r, ri.namespace, opts.LabelSelector, opts.FieldSelector), rv: c.rv}
+		l := objectList{items: c.list(r, ri.namespace, sel), rv: c.rv, shard: sel.shard}
 		c.mu.Unlock()
 		return http.StatusOK, l, nil
 	}
@@ -200,20 +201,21 @@ func decodeQuery(req *http.Request, opts runtime.Object) error {
 	return nil
 }
 
-// encodeList encodes items as r's List kind in JSON. Items of built-in
+// encodeList encodes l as r's List kind in JSON. Items of built-in
 // kinds carry no apiVersion and kind, as kube-apiserver sends them; items
 // of custom kinds do.
-func (c *Cluster) encodeList(r *resource, items []runtime.Object, rv uint64) ([]byte, error) {
+func (c *Cluster) encodeList(r *resource, l objectList) ([]byte, error) {
 	list := struct {
 		metav1.TypeMeta `json:",inline"`
 		Metadata        metav1.ListMeta   `json:"metadata"`
 		Items           []json.RawMessage `json:"items"`
 	}{
 		TypeMeta: metav1.TypeMeta{APIVersion: r.gvk.GroupVersion().String(), Kind: r.gvk.Kind + "List"},
-		Items:    make([]json.RawMessage, 0, len(items)),
+		Items:    make([]json.RawMessage, 0, len(l.items)),
 	}
-	list.Metadata.ResourceVersion = listRV(rv)
-	for _, obj := range items {
+	list.Metadata.ResourceVersion = listRV(l.rv)
+	list.Metadata.ShardInfo = l.shardInfo()
+	for _, obj := range l.items {
 		var data []byte
 		var err error
 		if r.builtin {

@@ -12,11 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -194,12 +196,12 @@ func (c *Cluster) delete(r *resource, ns, name string, opts *metav1.DeleteOption
 }
 
 // list returns copies of the objects of r in namespace ns (all namespaces
-// if empty) that match both selectors, in namespace/name order.
-func (c *Cluster) list(r *resource, ns string, ls labels.Selector, fs fields.Selector) []runtime.Object {
+// if empty) that match the selectors, in namespace/name order.
+func (c *Cluster) list(r *resource, ns string, sel selectors) []runtime.Object {
 	objs := c.objects[r.gvr]
 	keys := make([]string, 0, len(objs))
 	for k, obj := range objs {
-		if matches(obj, ns, ls, fs) {
+		if sel.matches(obj, ns) {
 			keys = append(keys, k)
 		}
 	}
@@ -270,17 +272,44 @@ func (c *Cluster) encode(r *resource, obj runtime.Object) ([]byte, error) {
 	return json.Marshal(obj)
 }
 
+// selectors are the selectors of a list, watch or deletecollection; a
+// nil one selects everything.
+type selectors struct {
+	label labels.Selector
+	field fields.Selector
+	shard sharding.Selector // only with Options.ShardSelector
+}
+
 // matches reports whether obj is in namespace ns (any if empty) and
-// matches the selectors (nil matches everything).
-func matches(obj runtime.Object, ns string, ls labels.Selector, fs fields.Selector) bool {
+// matches the selectors.
+func (sel selectors) matches(obj runtime.Object, ns string) bool {
 	m, _ := meta.Accessor(obj)
 	if ns != "" && m.GetNamespace() != ns {
 		return false
 	}
-	if ls != nil && !ls.Matches(labels.Set(m.GetLabels())) {
+	if sel.label != nil && !sel.label.Matches(labels.Set(m.GetLabels())) {
 		return false
 	}
-	return fs == nil || fs.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()})
+	if sel.shard != nil {
+		// The parser admits the fields Matches can resolve, one per selector.
+		if ok, err := sel.shard.Matches(obj); err != nil || !ok {
+			return false
+		}
+	}
+	return sel.field == nil || sel.field.Matches(fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()})
+}
+
+// selectorsOf checks the selectors of a list, watch or deletecollection
+// and returns them.
+func (c *Cluster) selectorsOf(opts *metainternalversion.ListOptions) (selectors, error) {
+	if err := checkFieldSelector(opts.FieldSelector); err != nil {
+		return selectors{}, err
+	}
+	shard, err := c.shardSelector(opts)
+	if err != nil {
+		return selectors{}, err
+	}
+	return selectors{label: opts.LabelSelector, field: opts.FieldSelector, shard: shard}, nil
 }
 
 // checkFieldSelector refuses the field labels the fake cannot evaluate.

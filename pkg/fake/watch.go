@@ -15,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -36,8 +34,7 @@ type event struct {
 type watcher struct {
 	res *resource
 	ns  string
-	ls  labels.Selector
-	fs  fields.Selector
+	sel selectors
 	ch  chan watchEvent
 }
 
@@ -49,13 +46,14 @@ type watchEvent struct {
 
 // filter returns e as w sees it, as kube-apiserver's watch cache does: an
 // object that starts to match the selectors is ADDED, one that stops
-// matching is DELETED.
+// matching is DELETED. (An object never starts or stops matching a
+// shardSelector: the uid and namespace it hashes do not change.)
 func (w *watcher) filter(e event) (watchEvent, bool) {
 	if e.res != w.res {
 		return watchEvent{}, false
 	}
-	now := matches(e.obj, w.ns, w.ls, w.fs)
-	before := e.old != nil && matches(e.old, w.ns, w.ls, w.fs)
+	now := w.sel.matches(e.obj, w.ns)
+	before := e.old != nil && w.sel.matches(e.old, w.ns)
 	switch {
 	case e.typ == watch.Deleted && before:
 		return watchEvent{watch.Deleted, e.obj}, true
@@ -114,10 +112,11 @@ func (c *Cluster) watch(req *http.Request, r *resource, ns string, out output) (
 	if err := decodeQuery(req, opts); err != nil {
 		return nil, err
 	}
-	if err := checkFieldSelector(opts.FieldSelector); err != nil {
+	sel, err := c.selectorsOf(opts)
+	if err != nil {
 		return nil, err
 	}
-	w := &watcher{res: r, ns: ns, ls: opts.LabelSelector, fs: opts.FieldSelector, ch: make(chan watchEvent, c.bufferSize)}
+	w := &watcher{res: r, ns: ns, sel: sel, ch: make(chan watchEvent, c.bufferSize)}
 	initial, err := c.register(w, opts)
 	if err != nil {
 		return nil, err
@@ -147,7 +146,7 @@ func (c *Cluster) register(w *watcher, opts *metainternalversion.ListOptions) ([
 	defer c.mu.Unlock()
 	switch {
 	case sendInitial || legacyInitial:
-		for _, obj := range c.list(w.res, w.ns, w.ls, w.fs) {
+		for _, obj := range c.list(w.res, w.ns, w.sel) {
 			initial = append(initial, watchEvent{watch.Added, obj})
 		}
 		if sendInitial {

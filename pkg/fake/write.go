@@ -42,9 +42,9 @@ func (c *Cluster) write(req *http.Request, ri requestInfo, body []byte) (int, an
 
 // writeInput is a write request, decoded.
 type writeInput struct {
-	obj      runtime.Object                  // create, update
-	delete   metav1.DeleteOptions            // delete, deletecollection
-	selector metainternalversion.ListOptions // deletecollection
+	obj      runtime.Object       // create, update
+	delete   metav1.DeleteOptions // delete, deletecollection
+	selector selectors            // deletecollection
 }
 
 // prepare decodes a write's query and body, and fills in w.
@@ -106,12 +106,15 @@ func (c *Cluster) prepare(req *http.Request, ri requestInfo, w *Request) (writeI
 		}
 		dryRun = in.delete.DryRun
 		if ri.verb == "deletecollection" {
-			if err := decodeQuery(req, &in.selector); err != nil {
+			var opts metainternalversion.ListOptions
+			if err := decodeQuery(req, &opts); err != nil {
 				return in, err
 			}
-			if err := checkFieldSelector(in.selector.FieldSelector); err != nil {
+			sel, err := c.selectorsOf(&opts)
+			if err != nil {
 				return in, err
 			}
+			in.selector = sel
 		}
 	}
 	var err error
@@ -144,8 +147,8 @@ func (c *Cluster) perform(ri requestInfo, w *Request, in writeInput) (int, any, 
 			Details:  &metav1.StatusDetails{Name: m.GetName(), Group: r.gvr.Group, Kind: r.gvr.Resource, UID: m.GetUID()},
 		}, nil
 	case "deletecollection":
-		var out objectList
-		for _, obj := range c.list(r, ri.namespace, in.selector.LabelSelector, in.selector.FieldSelector) {
+		out := objectList{shard: in.selector.shard}
+		for _, obj := range c.list(r, ri.namespace, in.selector) {
 			m, _ := meta.Accessor(obj)
 			after, gone, err := c.delete(r, m.GetNamespace(), m.GetName(), &metav1.DeleteOptions{}, w.DryRun)
 			if err != nil {

@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -27,10 +30,14 @@ import (
 	"github.com/ctrlkit/ctrlkit/pkg/shard"
 )
 
-// The protocol tests run the label mode's two halves together, the
-// Sharder and the members' drainers (each in a manager with
-// Options.Sharding), on one in-memory API server (package fake), and
-// judge every Reconcile each member ran.
+// The protocol tests run both halves of each mode's protocol together,
+// each member a whole manager with Options.Sharding, on one in-memory API
+// server (package fake), and judge every Reconcile each member ran: the
+// label mode's Sharder and drainers, and the server-side mode's
+// Coordinator and followers (the fake honouring shardSelector, as
+// kube-apiserver with ShardedListAndWatch). The same scenario runs in
+// both modes (testProtocol); so does a member that acknowledges too
+// early, played by hand.
 
 const (
 	protoNS    = "ns"
@@ -41,6 +48,10 @@ const (
 	retryTime  = 250 * time.Millisecond
 	protoWait  = 30 * time.Second
 	reconcileT = 30 * time.Millisecond
+	// slowT is how long a Reconcile takes while spans.slow is set: long
+	// enough that a member which hands a key over without waiting for its
+	// running Reconcile is caught at it.
+	slowT = 1 * time.Second
 )
 
 // span is one Reconcile of a key by a member: when it ran, and the
@@ -52,6 +63,9 @@ type span struct {
 }
 
 type spans struct {
+	// slow, while set, makes every member's Reconcile take slowT.
+	slow atomic.Bool
+
 	mu    sync.Mutex
 	byKey map[string][]span
 }
@@ -103,6 +117,18 @@ func (s *spans) reconciledAt(gen string) bool {
 	return true
 }
 
+// reconciledBy reports whether member reconciled any of keys.
+func (s *spans) reconciledBy(member string, keys []string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, key := range keys {
+		if slices.ContainsFunc(s.byKey[key], func(sp span) bool { return sp.member == member }) {
+			return true
+		}
+	}
+	return false
+}
+
 // after reports whether member started a Reconcile after at.
 func (s *spans) after(member string, at time.Time) bool {
 	s.mu.Lock()
@@ -119,13 +145,27 @@ func (s *spans) after(member string, at time.Time) bool {
 
 func keyName(i int) string { return fmt.Sprintf("cm-%02d", i) }
 
-func newCluster(t *testing.T) *fake.Cluster {
+// protoMode is a sharding mode as the protocol tests run it.
+type protoMode struct {
+	mode shard.Mode
+	// shardSelector is fake.Options.ShardSelector.
+	shardSelector bool
+	// owners returns each key's owner as the ring's state says.
+	owners func(t *testing.T, cluster *fake.Cluster) map[string]string
+}
+
+var (
+	labelMode  = protoMode{mode: shard.ModeLabels, owners: labelOwners}
+	serverMode = protoMode{mode: shard.ModeServer, shardSelector: true, owners: epochOwners}
+)
+
+func newCluster(t *testing.T, pm protoMode) *fake.Cluster {
 	t.Helper()
 	var objs []runtime.Object
 	for i := range protoKeys {
 		objs = append(objs, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: protoNS, Name: keyName(i)}, Data: map[string]string{"gen": "0"}})
 	}
-	c, err := fake.New(fake.Options{Objects: objs})
+	c, err := fake.New(fake.Options{Objects: objs, ShardSelector: pm.shardSelector})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,14 +196,23 @@ type member struct {
 	ended  time.Time // when Run returned
 }
 
-func startMember(t *testing.T, cluster *fake.Cluster, identity string, rec *spans) *member {
+func startMember(t *testing.T, cluster *fake.Cluster, pm protoMode, identity string, rec *spans) *member {
+	t.Helper()
+	m := newMember(t, cluster, pm, identity, rec)
+	m.start(t)
+	return m
+}
+
+// newMember builds a member, whose name (m.mgr.Member()) is then known,
+// and does not start it.
+func newMember(t *testing.T, cluster *fake.Cluster, pm protoMode, identity string, rec *spans) *member {
 	t.Helper()
 	m := &member{done: make(chan error, 1)}
 	cfg := cluster.Config()
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return cutTransport{next: rt, cut: &m.cut} })
 	mgr, err := manager.New(cfg, manager.Options{Name: protoRing, Sharding: &shard.Options{
 		Namespace: protoNS, Identity: identity, Controllers: []string{"cms"}, Primary: []runtime.Object{&corev1.ConfigMap{}},
-		Mode: shard.ModeLabels, LeaseDuration: leaseTime, RenewDeadline: renewTime, RetryPeriod: retryTime,
+		Mode: pm.mode, LeaseDuration: leaseTime, RenewDeadline: renewTime, RetryPeriod: retryTime,
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -179,22 +228,31 @@ func startMember(t *testing.T, cluster *fake.Cluster, identity string, rec *span
 		if err != nil {
 			return reconcile.Result{}, nil
 		}
-		time.Sleep(reconcileT)
+		if rec.slow.Load() {
+			time.Sleep(slowT)
+		} else {
+			time.Sleep(reconcileT)
+		}
 		rec.add(req.String(), span{member: name, start: start, end: time.Now(), gen: cm.Data["gen"]})
 		return reconcile.Result{}, nil
-	}), manager.ControllerOptions{Workers: 4}, manager.Watch{Source: cms}); err != nil {
+	}), manager.ControllerOptions{Workers: protoKeys}, manager.Watch{Source: cms}); err != nil {
 		t.Fatal(err)
 	}
+	m.mgr = mgr
+	return m
+}
+
+// start runs the member's manager until the test ends or stop.
+func (m *member) start(t *testing.T) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	go func() {
-		err := mgr.Run(ctx)
+		err := m.mgr.Run(ctx)
 		m.ended = time.Now()
 		m.done <- err
 	}()
-	m.mgr = mgr
 	t.Cleanup(func() { m.stop(t) })
-	return m
 }
 
 // stop cancels Run and waits for it; it returns Run's error.
@@ -227,8 +285,8 @@ func within(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// owners returns each key's shard label, read from the cluster.
-func owners(t *testing.T, cluster *fake.Cluster) map[string]string {
+// keyValues returns what of returns of each key, read from the cluster.
+func keyValues(t *testing.T, cluster *fake.Cluster, of func(cm *corev1.ConfigMap) string) map[string]string {
 	t.Helper()
 	out := make(map[string]string)
 	for i := range protoKeys {
@@ -236,9 +294,21 @@ func owners(t *testing.T, cluster *fake.Cluster) map[string]string {
 		if err := cluster.Get(types.NamespacedName{Namespace: protoNS, Name: keyName(i)}, &cm); err != nil {
 			t.Fatal(err)
 		}
-		out[cm.Name] = cm.Labels[shard.ShardLabel(protoRing)]
+		out[cm.Name] = of(&cm)
 	}
 	return out
+}
+
+// labelOwners returns each key's shard label.
+func labelOwners(t *testing.T, cluster *fake.Cluster) map[string]string {
+	t.Helper()
+	return keyValues(t, cluster, func(cm *corev1.ConfigMap) string { return cm.Labels[shard.ShardLabel(protoRing)] })
+}
+
+// uids returns each key's uid.
+func uids(t *testing.T, cluster *fake.Cluster) map[string]string {
+	t.Helper()
+	return keyValues(t, cluster, func(cm *corev1.ConfigMap) string { return shard.KeyUID.Of(cm) })
 }
 
 func countOwned(o map[string]string, member string) int {
@@ -262,31 +332,60 @@ func writeGen(t *testing.T, kube kubernetes.Interface, gen string) {
 	}
 }
 
-// TestLabelProtocol: a second member joins (handover under churn), then
-// dies without releasing its Lease (its keys come back once the Lease
-// expired and the sharder buried it). No key is ever reconciled by two
-// members at once, every last write is reconciled, and the dead member
-// starts no Reconcile once its Run has returned.
-func TestLabelProtocol(t *testing.T) {
-	cluster := newCluster(t)
+// epochOwners returns each key's owner under the ring's committed epoch,
+// from the ring's record and the keys' uids; none before the record is.
+func epochOwners(t *testing.T, cluster *fake.Cluster) map[string]string {
+	t.Helper()
+	var record coordinationv1.Lease
+	err := cluster.Get(types.NamespacedName{Namespace: protoNS, Name: shard.RecordName(protoRing)}, &record)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := shard.ParseEpochs(record.Annotations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring := shard.NewRing(e.Committed.Members...)
+	out := make(map[string]string)
+	for name, uid := range uids(t, cluster) {
+		out[name] = ring.OwnerOfHash(shard.ServerHash(uid))
+	}
+	return out
+}
+
+// testProtocol: a second member joins (handover under churn), then dies
+// without releasing its Lease (its keys come back once the Lease expired
+// and the sharder or coordinator buried it). No key is ever reconciled by
+// two members at once, every last write is reconciled, and the dead
+// member starts no Reconcile once its Run has returned.
+func testProtocol(t *testing.T, pm protoMode) {
+	cluster := newCluster(t, pm)
 	kube := kubernetes.NewForConfigOrDie(cluster.Config())
 	rec := &spans{}
-	a := startMember(t, cluster, "a", rec)
-	within(t, "every key labelled for the first member", func() bool { return countOwned(owners(t, cluster), a.mgr.Member()) == protoKeys })
+	a := startMember(t, cluster, pm, "a", rec)
+	within(t, "every key on the first member", func() bool { return countOwned(pm.owners(t, cluster), a.mgr.Member()) == protoKeys })
 	writeGen(t, kube, "1")
 	within(t, "every key reconciled at gen 1", func() bool { return rec.reconciledAt("1") })
 
-	b := startMember(t, cluster, "b", rec)
-	for gen := 2; gen <= 6; gen++ { // churn while keys move
+	// Every key's Reconcile runs long while keys move, so that the first
+	// member has Reconciles of the keys it loses running when it learns.
+	rec.slow.Store(true)
+	writeGen(t, kube, "2")
+	b := startMember(t, cluster, pm, "b", rec)
+	for gen := 3; gen <= 6; gen++ { // churn while keys move
 		writeGen(t, kube, fmt.Sprint(gen))
 		time.Sleep(50 * time.Millisecond)
 	}
 	within(t, "keys to move to the second member", func() bool {
-		o := owners(t, cluster)
+		o := pm.owners(t, cluster)
 		return countOwned(o, b.mgr.Member()) > 0 && countOwned(o, a.mgr.Member())+countOwned(o, b.mgr.Member()) == protoKeys
 	})
+	rec.slow.Store(false)
 	within(t, "every key reconciled at its last write", func() bool { return rec.reconciledAt("6") })
-	o := owners(t, cluster)
+	o := pm.owners(t, cluster)
 	t.Logf("after the join: %d keys on a, %d on b", countOwned(o, a.mgr.Member()), countOwned(o, b.mgr.Member()))
 
 	// b dies: every request it sends fails, its Lease included; it
@@ -295,7 +394,7 @@ func TestLabelProtocol(t *testing.T) {
 	t.Logf("the cut-off member's Run returned: %v", b.wait(t))
 	diedAt := b.ended
 	writeGen(t, kube, "7")
-	within(t, "the dead member's keys back on the first", func() bool { return countOwned(owners(t, cluster), a.mgr.Member()) == protoKeys })
+	within(t, "the dead member's keys back on the first", func() bool { return countOwned(pm.owners(t, cluster), a.mgr.Member()) == protoKeys })
 	within(t, "every key reconciled at gen 7", func() bool { return rec.reconciledAt("7") })
 	if rec.after(b.mgr.Member(), diedAt) {
 		t.Errorf("the dead member started a Reconcile after its Run returned")
@@ -305,54 +404,74 @@ func TestLabelProtocol(t *testing.T) {
 	}
 }
 
+// TestLabelProtocol runs testProtocol in the label mode: the Sharder
+// labels and drains, the members' drainers acknowledge.
+func TestLabelProtocol(t *testing.T) { testProtocol(t, labelMode) }
+
+// TestServerProtocol runs testProtocol in the server-side mode: the
+// Coordinator moves the ring's epochs, the members' followers drain and
+// acknowledge them, and each member lists and watches its hash ranges.
+func TestServerProtocol(t *testing.T) { testProtocol(t, serverMode) }
+
+// holdLease plays a member by hand: it holds the member Lease of name,
+// and runs term while it does, until stop or the end of the test.
+func holdLease(t *testing.T, cluster *fake.Cluster, name string, term func(ctx context.Context)) (stop func()) {
+	t.Helper()
+	el, err := leader.New(kubernetes.NewForConfigOrDie(cluster.Config()), leader.Options{Name: shard.LeaseName(protoRing, name), Namespace: protoNS, Identity: name,
+		LeaseDuration: leaseTime, RenewDeadline: renewTime, RetryPeriod: retryTime, ReleaseOnCancel: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = el.Run(ctx, func(ctx context.Context) error {
+			term(ctx)
+			return nil
+		})
+	})
+	stop = func() { cancel(); wg.Wait() }
+	t.Cleanup(stop)
+	return stop
+}
+
 // TestEarlyAcknowledgementIsCaught: a member that acknowledges a drain
 // while its Reconcile of the key still runs (played here by hand, over the
 // member Lease and shard.Acknowledge) lets the key's new owner reconcile
 // it at the same time, and the judge of TestLabelProtocol sees it.
 func TestEarlyAcknowledgementIsCaught(t *testing.T) {
-	cluster := newCluster(t)
+	cluster := newCluster(t, labelMode)
 	rec := &spans{}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
 
 	// The bad member holds its member Lease and reconciles, for a long
 	// time, every key labelled for it; it acknowledges each drain at once.
 	const bad = "bad-zzzzz"
-	el, err := leader.New(kubernetes.NewForConfigOrDie(cluster.Config()), leader.Options{Name: shard.LeaseName(protoRing, bad), Namespace: protoNS, Identity: bad,
-		LeaseDuration: leaseTime, RenewDeadline: renewTime, RetryPeriod: retryTime, ReleaseOnCancel: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	md := metadata.NewForConfigOrDie(cluster.Config())
 	kube := kubernetes.NewForConfigOrDie(cluster.Config())
-	wg.Go(func() {
-		_ = el.Run(ctx, func(ctx context.Context) error {
-			for ctx.Err() == nil {
-				list, err := kube.CoreV1().ConfigMaps(protoNS).List(ctx, metav1.ListOptions{
-					LabelSelector: labels.Set{shard.ShardLabel(protoRing): bad}.String()})
-				if err != nil {
-					continue
-				}
-				for _, cm := range list.Items {
-					start := time.Now()
-					if cm.Labels[shard.DrainLabel(protoRing)] != "" {
-						_ = shard.Acknowledge(ctx, md, corev1.SchemeGroupVersion.WithResource("configmaps"), protoNS, cm.Name, protoRing, bad, "bad")
-					}
-					time.Sleep(20 * reconcileT) // still reconciling after the acknowledgement
-					rec.add(protoNS+"/"+cm.Name, span{member: bad, start: start, end: time.Now(), gen: cm.Data["gen"]})
-				}
+	holdLease(t, cluster, bad, func(ctx context.Context) {
+		for ctx.Err() == nil {
+			list, err := kube.CoreV1().ConfigMaps(protoNS).List(ctx, metav1.ListOptions{
+				LabelSelector: labels.Set{shard.ShardLabel(protoRing): bad}.String()})
+			if err != nil {
+				continue
 			}
-			return nil
-		})
+			for _, cm := range list.Items {
+				start := time.Now()
+				if cm.Labels[shard.DrainLabel(protoRing)] != "" {
+					_ = shard.Acknowledge(ctx, md, corev1.SchemeGroupVersion.WithResource("configmaps"), protoNS, cm.Name, protoRing, bad, "bad")
+				}
+				time.Sleep(20 * reconcileT) // still reconciling after the acknowledgement
+				rec.add(protoNS+"/"+cm.Name, span{member: bad, start: start, end: time.Now(), gen: cm.Data["gen"]})
+			}
+		}
 	})
-	a := startMember(t, cluster, "a", rec)
+	a := startMember(t, cluster, labelMode, "a", rec)
 	within(t, "keys on both members", func() bool {
-		o := owners(t, cluster)
+		o := labelOwners(t, cluster)
 		return countOwned(o, bad) > 0 && countOwned(o, a.mgr.Member()) > 0
 	})
-	b := startMember(t, cluster, "b", rec)
+	b := startMember(t, cluster, labelMode, "b", rec)
 	within(t, "keys to move from the bad member to the new one", func() bool {
-		return countOwned(owners(t, cluster), b.mgr.Member()) > 0 && rec.overlaps(t) > 0
+		return countOwned(labelOwners(t, cluster), b.mgr.Member()) > 0 && rec.overlaps(t) > 0
 	})
 }

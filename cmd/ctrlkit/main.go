@@ -3,7 +3,8 @@
 //
 //	ctrlkit new --module example.com/memcached-operator \
 //	    --group cache.example.com --version v1alpha1 --kind Memcached \
-//	    [--template minimal|deployment] [--webhook] ./memcached-operator
+//	    [--template minimal|deployment] [--webhook] [--network-policy=false] \
+//	    ./memcached-operator
 //
 // The project builds on ctrlkit and deploys: API types with deepcopy code,
 // a CRD, a reconciler (--template minimal reports a Ready condition;
@@ -11,9 +12,11 @@
 // +kubebuilder:rbac markers, a main with leader election, secure metrics
 // and health probes, a Dockerfile for a static non-root image, config/
 // (namespace, ServiceAccount, roles and bindings, Deployment, Services,
-// kustomizations), with --webhook a validating and a defaulting webhook
-// served with certificates the operator keeps itself, unit tests, e2e
-// tests under envtest, a Makefile (make test, manifests, docker-build,
+// NetworkPolicies unless --network-policy=false, kustomizations), with
+// --webhook a validating and a defaulting webhook served with
+// certificates the operator keeps itself, unit tests (among them one that
+// fails if a role grants more than the operator uses), e2e tests under
+// envtest, a Makefile (make test, manifests, docker-build,
 // deploy) and a README. Bad input is refused before anything is written.
 package main
 

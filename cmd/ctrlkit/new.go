@@ -45,6 +45,7 @@ type NewOptions struct {
 	Kind           string // --kind: the kind, UpperCamelCase
 	Template       string // --template: what the controller does, one of templateNames; empty means minimal
 	Webhook        bool   // --webhook: add a validating and a defaulting webhook
+	NetworkPolicy  bool   // --network-policy: write config/network-policy (the flag's default is true)
 	CtrlkitReplace string // --ctrlkit-replace: a ctrlkit checkout to build against, or empty
 	Dir            string // DIR: where the project is written; absent or empty
 }
@@ -72,6 +73,7 @@ func runNew(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Kind, "kind", "", "`kind` of the custom resource, UpperCamelCase, e.g. Memcached (required)")
 	fs.StringVar(&o.Template, "template", templateMinimal, "what the controller does: `NAME` is "+templateMinimal+" (a Ready condition with observedGeneration, nothing else) or "+templateDeployment+" (a Deployment per object, scaled to spec.replicas)")
 	fs.BoolVar(&o.Webhook, "webhook", false, "add a validating and a defaulting admission webhook for the kind, served with certificates the operator makes and keeps itself")
+	fs.BoolVar(&o.NetworkPolicy, "network-policy", true, "write NetworkPolicies (config/network-policy): the operator's pods then accept connections only on the metrics port, from namespaces labelled metrics=enabled, and with --webhook on the webhook port, from any address (no policy can name the API server); --network-policy=false leaves them out")
 	fs.StringVar(&o.CtrlkitReplace, "ctrlkit-replace", "", "build against the ctrlkit checkout at `PATH`: go.mod gets replace "+ctrlkitModule+" => PATH")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: ctrlkit new [flags] DIR\n\nWrites a new operator project into DIR, which must be absent or empty.\n\nFlags:\n")
@@ -149,9 +151,10 @@ type project struct {
 	KindLower string // memcached: the singular resource name
 	Plural    string // memcacheds: the resource
 
-	Template  string // templateMinimal or templateDeployment
-	Webhook   bool   // the webhook scaffolding is written
-	Namespace string // memcached-operator-system: where config/ deploys the operator
+	Template      string // templateMinimal or templateDeployment
+	Webhook       bool   // the webhook scaffolding is written
+	NetworkPolicy bool   // config/network-policy is written
+	Namespace     string // memcached-operator-system: where config/ deploys the operator
 
 	CtrlkitVersion string // the version of ctrlkit go.mod requires
 	CtrlkitReplace string // absolute path of a ctrlkit checkout, or empty
@@ -184,6 +187,7 @@ var requires = []module.Version{
 	{Path: "k8s.io/api", Version: "v0.37.2"},
 	{Path: "k8s.io/apimachinery", Version: "v0.37.2"},
 	{Path: "k8s.io/client-go", Version: "v0.37.2"},
+	{Path: "k8s.io/component-helpers", Version: "v0.37.2"},       // RBAC rule comparison, in config_test.go only
 	{Path: "sigs.k8s.io/controller-runtime", Version: "v0.25.2"}, // envtest, in the e2e test only
 }
 
@@ -283,6 +287,7 @@ func newProject(o NewOptions) (*project, error) {
 		Plural:         plural,
 		Template:       o.Template,
 		Webhook:        o.Webhook,
+		NetworkPolicy:  o.NetworkPolicy,
 		Namespace:      name + "-system",
 		CtrlkitVersion: ctrlkitVersion(),
 		CtrlkitReplace: replace,

@@ -24,6 +24,8 @@ import (
 //     every manifest under config/ with a server-side dry run, and admit
 //     the Deployment in a namespace that enforces the restricted Pod
 //     Security Standard (and the webhook e2e test, with --webhook);
+//   - config_test.go's RBAC test against broadened roles, which it must
+//     refuse;
 //   - `make lint`;
 //   - `make generate manifests`, which must leave every file as ctrlkit
 //     new wrote it;
@@ -107,6 +109,7 @@ func checkProject(t *testing.T, dir string, env []string, newTook time.Duration,
 			t.Errorf("test/e2e has no %s", want)
 		}
 	}
+	checkRBACTestFails(t, dir, env)
 	run("make", "lint")
 
 	// go.mod and go.sum are left out: -mod=mod has filled them in.
@@ -149,6 +152,49 @@ func checkProject(t *testing.T, dir string, env []string, newTook time.Duration,
 	args := deploymentArgs(t, filepath.Join(dir, "config", "manager", "manager.yaml"))
 	if out, err := exec.CommandContext(t.Context(), binary, append(args, "-h")...).CombinedOutput(); err != nil {
 		t.Errorf("%s %s -h: %v: the Deployment passes a flag main.go does not define\n%s", binary, strings.Join(args, " "), err, out)
+	}
+}
+
+// checkRBACTestFails broadens config/rbac/role.yaml in the project in dir
+// in ways the operator does not need, runs the project's
+// TestRBACGrantsWhatTheOperatorUses against each, which must fail saying
+// so, and restores the file.
+func checkRBACTestFails(t *testing.T, dir string, env []string) {
+	t.Helper()
+	file := filepath.Join(dir, "config", "rbac", "role.yaml")
+	orig := mustRead(t, file)
+	t.Cleanup(func() {
+		if err := os.WriteFile(file, orig, 0o644); err != nil {
+			t.Error(err)
+		}
+	})
+	// The ClusterRole comes first (role.yaml is controller-gen's).
+	broadened := map[string]string{
+		"a rule for Secrets in every namespace": strings.Replace(string(orig), "\nrules:\n", "\nrules:\n- apiGroups: [\"\"]\n  resources: [secrets]\n  verbs: [get]\n", 1),
+		"a wildcard verb":                       strings.Replace(string(orig), "  verbs:\n", "  verbs:\n  - '*'\n", 1),
+	}
+	for _, name := range []string{"validating", "mutating", "webhook-certs"} {
+		names := "  resourceNames:\n  - " + filepath.Base(dir) + "-" + name + "\n"
+		if strings.Contains(string(orig), names) {
+			broadened["a rule without resourceNames "+name] = strings.Replace(string(orig), names, "", 1)
+		}
+	}
+	for what, data := range broadened {
+		if data == string(orig) {
+			t.Fatalf("%s: role.yaml did not change: this test no longer knows its layout", what)
+		}
+		if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.CommandContext(t.Context(), "go", "test", "-count=1", "-run", "^TestRBACGrantsWhatTheOperatorUses$", ".")
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		if err == nil || !bytes.Contains(out, []byte("what it does not use")) {
+			t.Errorf("with %s in config/rbac/role.yaml, TestRBACGrantsWhatTheOperatorUses: err = %v, want a failure saying the operator does not use it\n%s", what, err, out)
+		}
+	}
+	if err := os.WriteFile(file, orig, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

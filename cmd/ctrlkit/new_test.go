@@ -118,6 +118,7 @@ func TestNewRefusesBadInput(t *testing.T) {
 		{"unknown template", flagsWith("template", "memcached"), "", []string{`--template "memcached" is not a template: use minimal (a Ready condition, nothing else) or deployment (a Deployment per object)`}},
 		{"empty template", flagsWith("template", ""), "", []string{`--template "" is not a template`}},
 		{"webhook with a value", append(slices.Clone(memcached), "--webhook=maybe"), "", []string{`invalid boolean value "maybe" for -webhook`}},
+		{"network-policy with a value", append(slices.Clone(memcached), "--network-policy=off"), "", []string{`invalid boolean value "off" for -network-policy`}},
 		{"dir not empty", memcached, notEmpty, []string{"is not empty (it holds keep.txt)"}},
 		{"dir is a file", memcached, aFile, []string{"exists and is not a directory"}},
 		{"no dir", memcached, "-", []string{"missing DIR"}},
@@ -383,7 +384,9 @@ func TestProjectName(t *testing.T) {
 // TestRequiresMatchGoMod keeps the versions a generated project requires in
 // step with the ones ctrlkit builds and tests with: the library's go.mod
 // for what the operator imports, the examples' go.mod for controller-runtime
-// (envtest, which only e2e tests use).
+// (envtest, which only e2e tests use), and for k8s.io/component-helpers
+// (config_test.go's RBAC comparison), which ctrlkit does not import, the
+// library's k8s.io/api: Kubernetes releases its staging modules together.
 func TestRequiresMatchGoMod(t *testing.T) {
 	parse := func(name string) *modfile.File {
 		mf, err := modfile.Parse(name, mustRead(t, name), nil)
@@ -395,17 +398,20 @@ func TestRequiresMatchGoMod(t *testing.T) {
 	library := parse(filepath.Join("..", "..", "go.mod"))
 	examples := parse(filepath.Join("..", "..", "examples", "go.mod"))
 	for _, r := range requires {
-		mf := library
-		if r.Path == "sigs.k8s.io/controller-runtime" {
+		mf, path := library, r.Path
+		switch r.Path {
+		case "sigs.k8s.io/controller-runtime":
 			mf = examples
+		case "k8s.io/component-helpers":
+			path = "k8s.io/api"
 		}
-		i := slices.IndexFunc(mf.Require, func(q *modfile.Require) bool { return q.Mod.Path == r.Path })
+		i := slices.IndexFunc(mf.Require, func(q *modfile.Require) bool { return q.Mod.Path == path })
 		if i < 0 {
-			t.Errorf("%s does not require %s", mf.Syntax.Name, r.Path)
+			t.Errorf("%s does not require %s", mf.Syntax.Name, path)
 			continue
 		}
 		if got := mf.Require[i].Mod.Version; got != r.Version {
-			t.Errorf("generated projects require %s %s, %s %s: update requires in new.go", r.Path, r.Version, mf.Syntax.Name, got)
+			t.Errorf("generated projects require %s %s, %s %s %s: update requires in new.go", r.Path, r.Version, mf.Syntax.Name, path, got)
 		}
 	}
 	if want := "go " + library.Go.Version; !strings.Contains(string(mustRead(t, "templates/go.mod.tmpl")), "\n"+want+"\n") {
@@ -432,6 +438,7 @@ func TestCommands(t *testing.T) {
 		{[]string{"help"}, 0, "ctrlkit new [flags] DIR"},
 		{[]string{"bogus"}, 2, `unknown command "bogus"`},
 		{[]string{"new", "-h"}, 0, "-ctrlkit-replace"},
+		{[]string{"new", "-h"}, 0, "--network-policy=false leaves them out"},
 		{[]string{"version"}, 0, "ctrlkit " + release},
 	} {
 		var out, errb bytes.Buffer

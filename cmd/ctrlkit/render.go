@@ -43,6 +43,7 @@ var layout = []struct {
 	{"Makefile.tmpl", "Makefile", nil},
 	{"README.md.tmpl", "README.md", nil},
 	{"main.go.tmpl", "main.go", nil},
+	{"config_test.go.tmpl", "config_test.go", nil},
 	{"api/groupversion_info.go.tmpl", "api/{{.Version}}/groupversion_info.go", nil},
 	{"api/types.go.tmpl", "api/{{.Version}}/{{.KindLower}}_types.go", nil},
 	{"api/zz_generated.deepcopy.go.tmpl", "api/{{.Version}}/zz_generated.deepcopy.go", nil},
@@ -67,10 +68,14 @@ var layout = []struct {
 	{"config/webhook/manifests.yaml.tmpl", "config/webhook/manifests.yaml", withWebhook},
 	{"config/webhook/service.yaml.tmpl", "config/webhook/service.yaml", withWebhook},
 	{"config/webhook/kustomization.yaml.tmpl", "config/webhook/kustomization.yaml", withWebhook},
+	{"config/network-policy/metrics.yaml.tmpl", "config/network-policy/metrics.yaml", withNetworkPolicy},
+	{"config/network-policy/webhook.yaml.tmpl", "config/network-policy/webhook.yaml", func(p *project) bool { return p.NetworkPolicy && p.Webhook }},
+	{"config/network-policy/kustomization.yaml.tmpl", "config/network-policy/kustomization.yaml", withNetworkPolicy},
 	{"config/default/kustomization.yaml.tmpl", "config/default/kustomization.yaml", nil},
 }
 
-func withWebhook(p *project) bool { return p.Webhook }
+func withWebhook(p *project) bool       { return p.Webhook }
+func withNetworkPolicy(p *project) bool { return p.NetworkPolicy }
 
 // controllerGenWrites are the files `make generate` and `make manifests`
 // write, which ctrlkit new writes as controller-gen would.

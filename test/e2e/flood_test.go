@@ -29,6 +29,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
 	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
+	"github.com/ctrlkit/ctrlkit/test/internal/leaks"
 )
 
 // TestSecureMetricsFlood (security issue 36): a flood of junk bearer
@@ -67,7 +68,7 @@ func TestSecureMetricsFlood(t *testing.T) {
 		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, // the manager's self-signed default
 		MaxIdleConnsPerHost: workers,
 	}
-	t.Cleanup(func() { noLeaks(t, floodTransport.CloseIdleConnections, baseline) })
+	t.Cleanup(func() { leaks.None(t, floodTransport.CloseIdleConnections, baseline, stopTimeout) })
 
 	limiter := &countingLimiter{RateLimiter: flowcontrol.NewTokenBucketRateLimiter(20, 30)}
 	mcfg := rest.CopyConfig(cfg)
@@ -283,22 +284,4 @@ func tokenReviewsAtServer(t testing.TB) int {
 		t.Fatalf("reading the API server's /metrics: %v", err)
 	}
 	return int(total)
-}
-
-// noLeaks fails t unless, once closeConns has closed the test's idle
-// connections, no goroutine beyond baseline is left within stopTimeout.
-func noLeaks(t testing.TB, closeConns func(), baseline goleak.Option) {
-	t.Helper()
-	closeConns()
-	deadline := time.Now().Add(stopTimeout)
-	for {
-		err := goleak.Find(baseline)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Error(err)
-			return
-		}
-	}
 }

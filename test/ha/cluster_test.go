@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,24 +79,6 @@ func client(t testing.TB) (kubernetes.Interface, func()) {
 			_ = conn.Close()
 		}
 		conns = nil
-	}
-}
-
-// noLeaks fails t unless, once the test's connections are closed, no
-// goroutine beyond baseline is left within waitTimeout.
-func noLeaks(t testing.TB, closeConns func(), baseline goleak.Option) {
-	t.Helper()
-	closeConns()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		err := goleak.Find(baseline)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Error(err)
-			return
-		}
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 
 	"go.uber.org/goleak"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/ctrlkit/ctrlkit/test/internal/leaks"
 )
 
 // setup is what a scenario runs: its replicas' workers and lease timings
@@ -58,7 +60,7 @@ func newScenario(t *testing.T, r *row, su setup) *scenario {
 	t.Helper()
 	baseline := goleak.IgnoreCurrent()
 	c, closeConns := client(t)
-	t.Cleanup(func() { noLeaks(t, closeConns, baseline) }) // runs last
+	t.Cleanup(func() { leaks.None(t, closeConns, baseline, waitTimeout) }) // runs last
 	s := &scenario{t: t, r: r, c: c, workers: su.workers}
 	s.ns = newNamespace(t, s.c, su.prefix)
 	s.names = createObjects(t, s.c, s.ns, objectCount, su.annotated)

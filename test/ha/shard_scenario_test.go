@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/pkg/shard"
+	"github.com/ctrlkit/ctrlkit/test/internal/leaks"
 )
 
 // shardSetup is what a sharding scenario runs.
@@ -54,7 +55,7 @@ func newShardScenario(t *testing.T, r *shardRow, su shardSetup) *shardScenario {
 	t.Helper()
 	baseline := goleak.IgnoreCurrent()
 	c, closeConns := client(t)
-	t.Cleanup(func() { noLeaks(t, closeConns, baseline) }) // runs last
+	t.Cleanup(func() { leaks.None(t, closeConns, baseline, waitTimeout) }) // runs last
 	s := &shardScenario{t: t, r: r, c: c, members: map[string]string{}, leases: map[string]*leaseWatch{}, workers: su.workers}
 	s.ns = newNamespace(t, c, "shard-"+su.prefix)
 	s.ring = s.ns

@@ -40,10 +40,10 @@ func run(ctx context.Context, log logr.Logger) error {
 		return err
 	}
 	mgr, err := manager.New(cfg, manager.Options{
-		Name:      controllerAgentName,
-		Logger:    log,
-		HTTPAddr:  os.Getenv("HTTP_ADDR"), // e.g. ":8080" for /metrics, /healthz, /readyz
-		Scheme: scheme, Informers: informer.Options{Resync: 30 * time.Second},
+		Name:     controllerAgentName,
+		Logger:   log,
+		HTTPAddr: os.Getenv("HTTP_ADDR"), // e.g. ":8080" for /metrics, /healthz, /readyz
+		Scheme:   scheme, Informers: informer.Options{Resync: 30 * time.Second},
 	})
 	if err != nil {
 		return err

@@ -105,6 +105,7 @@ func run() error {
 	settle := flag.Duration("settle", time.Second, "unmeasured time at the start of each phase")
 	rounds := flag.Int("rounds", 4, "rounds of the three phases")
 	workers := flag.Int("workers", 40, "flood clients")
+	floodNice := flag.Int("flood-nice", 0, "run the flood's child process under nice -n N (0: as the rest), for an attacker whose CPU is not the operator's")
 	child := flag.String("child", "", "internal: flood this URL for -for, print the answers as JSON, and exit")
 	childFor := flag.Duration("for", 0, "internal: with -child, how long to flood")
 	childToken := flag.Bool("token", true, "internal: with -child, send a random bearer token")
@@ -226,7 +227,7 @@ func run() error {
 	for r := range *rounds {
 		for k := range kinds {
 			kind := (r + k) % kinds
-			p, err := measure(ctx, admin, self, url, kind, *workers, *settle, *phaseLen)
+			p, err := measure(ctx, admin, self, url, kind, *workers, *floodNice, *settle, *phaseLen)
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", r+1, kindNames[kind], err)
 			}
@@ -250,13 +251,13 @@ func run() error {
 			}
 		}
 	}
-	report(phases, *rate, *phaseLen, *settle, *workers, load0, loadavg(), time.Since(began))
+	report(phases, *rate, *phaseLen, *settle, *workers, *floodNice, load0, loadavg(), time.Since(began))
 	return nil
 }
 
 // measure runs one phase of kind: for a flood, it starts the child at
 // once and waits for it to end after the window.
-func measure(ctx context.Context, admin kubernetes.Interface, self, url string, kind, workers int, settle, window time.Duration) (*phase, error) {
+func measure(ctx context.Context, admin kubernetes.Interface, self, url string, kind, workers, niceness int, settle, window time.Duration) (*phase, error) {
 	before, err := tokenReviews(ctx, admin)
 	if err != nil {
 		return nil, err
@@ -266,7 +267,12 @@ func measure(ctx context.Context, admin kubernetes.Interface, self, url string, 
 	var cmd *exec.Cmd
 	var out bytes.Buffer
 	if kind != quiet {
-		cmd = exec.Command(self, "-child", url, "-workers", strconv.Itoa(workers), "-for", (settle + window).String(), "-token="+strconv.FormatBool(kind == junk))
+		args := []string{self, "-child", url, "-workers", strconv.Itoa(workers), "-for", (settle + window).String(), "-token=" + strconv.FormatBool(kind == junk)}
+		if niceness != 0 {
+			// nice(1), so that every thread of the child starts niced.
+			args = append([]string{"nice", "-n", strconv.Itoa(niceness)}, args...)
+		}
+		cmd = exec.Command(args[0], args[1:]...)
 		cmd.Stdout, cmd.Stderr = &out, os.Stderr
 		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("starting the flood: %w", err)
@@ -308,11 +314,11 @@ func (l timedLimiter) Wait(ctx context.Context) error {
 }
 
 // report prints the markdown tables.
-func report(phases [][kinds]*phase, rate float64, window, settle time.Duration, workers int, load0, load1 string, took time.Duration) {
+func report(phases [][kinds]*phase, rate float64, window, settle time.Duration, workers, niceness int, load0, load1 string, took time.Duration) {
 	fmt.Printf("%s, %s/%s, %d CPUs, load average %s before and %s after (1, 5, 15 min); whole run %v.\n",
 		time.Now().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), load0, load1, took.Round(time.Second))
-	fmt.Printf("The manager's GETs of one ConfigMap at %g/s; %d rounds of three phases in rotating order, each measured for %v after %v; floods: %d workers flat out from a child process, keep-alive.\n\n",
-		rate, len(phases), window, settle, workers)
+	fmt.Printf("The manager's GETs of one ConfigMap at %g/s; %d rounds of three phases in rotating order, each measured for %v after %v; floods: %d workers flat out from a child process (nice %d), keep-alive.\n\n",
+		rate, len(phases), window, settle, workers, niceness)
 
 	fmt.Println("Latency of the manager's GETs (ms), and their wait in its rate limiter (p99, ms):")
 	fmt.Println()

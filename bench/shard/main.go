@@ -45,6 +45,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/ctrlkit/ctrlkit/bench/internal/machine"
 )
 
 func main() {
@@ -188,7 +190,7 @@ func run() error {
 		return errors.New("KUBEBUILDER_ASSETS is not set: run `make bench-shard`, which builds kube-apiserver and etcd into bin/k8s")
 	}
 	ctrllog.SetLogger(logr.Discard()) // envtest logs through controller-runtime's logger
-	res := &results{loadBefore: loadAverage()}
+	res := &results{loadBefore: machine.LoadAverage()}
 	began := time.Now()
 
 	dir, err := os.MkdirTemp("", "bench-shard-")
@@ -284,7 +286,7 @@ func run() error {
 		res.stages = append(res.stages, s)
 	}
 	res.took = time.Since(began)
-	res.loadAfter = loadAverage()
+	res.loadAfter = machine.LoadAverage()
 	b.logf("whole run: %.1f min; load average before %s, after %s", res.took.Minutes(), res.loadBefore, res.loadAfter)
 
 	table := report(c, res)
@@ -340,17 +342,4 @@ func (b *bench) idle(ctx context.Context, f *fleet, prefix string) (heapStats, e
 		return h, err
 	}
 	return h, f.stop()
-}
-
-// loadAverage is the machine's 1, 5 and 15 minute load averages.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }

@@ -62,6 +62,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/ctrlkit/ctrlkit/bench/internal/machine"
 	"github.com/ctrlkit/ctrlkit/pkg/httpauth"
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
@@ -120,7 +121,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	load0 := loadavg()
+	load0 := machine.LoadAverage()
 	began := time.Now()
 
 	env := &envtest.Environment{}
@@ -251,7 +252,7 @@ func run() error {
 			}
 		}
 	}
-	report(phases, *rate, *phaseLen, *settle, *workers, *floodNice, load0, loadavg(), time.Since(began))
+	report(phases, *rate, *phaseLen, *settle, *workers, *floodNice, load0, machine.LoadAverage(), time.Since(began))
 	return nil
 }
 
@@ -427,19 +428,6 @@ func tokenReviews(ctx context.Context, admin kubernetes.Interface) (int, error) 
 		total += v
 	}
 	return int(total), sc.Err()
-}
-
-// loadavg is the machine's load average, as /proc/loadavg says, or "?".
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // flood is the child: workers clients GET url flat out for d, each

@@ -104,7 +104,8 @@ func checkNetworkPolicies(t *testing.T, dir string, webhook, policies bool) {
 		t.Error("README.md does not say which namespaces may scrape, or how to go without the NetworkPolicies")
 	}
 
-	podLabels, ports := deploymentPods(t, filepath.Join(dir, "config", "manager", "manager.yaml"))
+	pod := deploymentManager(t, filepath.Join(dir, "config", "manager", "manager.yaml"))
+	podLabels, ports := pod.labels, pod.ports
 	for _, f := range want[1:] {
 		var np networkPolicy
 		if err := yaml.Unmarshal(mustRead(t, filepath.Join(dir, "config", "network-policy", f)), &np); err != nil {
@@ -131,9 +132,17 @@ func checkNetworkPolicies(t *testing.T, dir string, webhook, policies bool) {
 	}
 }
 
-// deploymentPods returns the pod labels of the Deployment in file and the
-// ports of its manager container, by name.
-func deploymentPods(t *testing.T, file string) (map[string]string, map[string]int32) {
+// managerPod is what the Deployment in config/manager/manager.yaml says
+// of its pods: their labels, and its manager container's ports (by name)
+// and args.
+type managerPod struct {
+	labels map[string]string
+	ports  map[string]int32
+	args   []string
+}
+
+// deploymentManager reads the managerPod of the Deployment in file.
+func deploymentManager(t *testing.T, file string) managerPod {
 	t.Helper()
 	for _, doc := range documents(mustRead(t, file)) {
 		var d struct {
@@ -144,6 +153,7 @@ func deploymentPods(t *testing.T, file string) (map[string]string, map[string]in
 					Spec     struct {
 						Containers []struct {
 							Name  string
+							Args  []string
 							Ports []struct {
 								Name          string
 								ContainerPort int32 `json:"containerPort"`
@@ -159,16 +169,17 @@ func deploymentPods(t *testing.T, file string) (map[string]string, map[string]in
 		if d.Kind != "Deployment" {
 			continue
 		}
-		ports := map[string]int32{}
+		m := managerPod{labels: d.Spec.Template.Metadata.Labels, ports: map[string]int32{}}
 		for _, c := range d.Spec.Template.Spec.Containers {
 			if c.Name == "manager" {
+				m.args = c.Args
 				for _, p := range c.Ports {
-					ports[p.Name] = p.ContainerPort
+					m.ports[p.Name] = p.ContainerPort
 				}
 			}
 		}
-		return d.Spec.Template.Metadata.Labels, ports
+		return m
 	}
 	t.Fatalf("%s has no Deployment", file)
-	return nil, nil
+	return managerPod{}
 }

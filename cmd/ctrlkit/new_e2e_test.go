@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"sigs.k8s.io/yaml"
 )
 
 // TestNewProjectE2E proves that generated projects work, for each
@@ -149,7 +147,10 @@ func checkProject(t *testing.T, dir string, env []string, newTook time.Duration,
 	if runtime.GOOS != "linux" {
 		return // the binary is for Linux
 	}
-	args := deploymentArgs(t, filepath.Join(dir, "config", "manager", "manager.yaml"))
+	args := deploymentManager(t, filepath.Join(dir, "config", "manager", "manager.yaml")).args
+	if len(args) == 0 {
+		t.Fatal("config/manager/manager.yaml: the Deployment's manager container has no args")
+	}
 	if out, err := exec.CommandContext(t.Context(), binary, append(args, "-h")...).CombinedOutput(); err != nil {
 		t.Errorf("%s %s -h: %v: the Deployment passes a flag main.go does not define\n%s", binary, strings.Join(args, " "), err, out)
 	}
@@ -196,40 +197,6 @@ func checkRBACTestFails(t *testing.T, dir string, env []string) {
 	if err := os.WriteFile(file, orig, 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// deploymentArgs returns the args of the manager container of the
-// Deployment in file.
-func deploymentArgs(t *testing.T, file string) []string {
-	t.Helper()
-	for _, doc := range documents(mustRead(t, file)) {
-		var d struct {
-			Kind string
-			Spec struct {
-				Template struct {
-					Spec struct {
-						Containers []struct {
-							Name string
-							Args []string
-						}
-					}
-				}
-			}
-		}
-		if err := yaml.Unmarshal(doc, &d); err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		if d.Kind != "Deployment" {
-			continue
-		}
-		for _, c := range d.Spec.Template.Spec.Containers {
-			if c.Name == "manager" && len(c.Args) > 0 {
-				return c.Args
-			}
-		}
-	}
-	t.Fatalf("%s has no Deployment whose manager container has args", file)
-	return nil
 }
 
 // snapshot reads every file under dir except go.mod, go.sum, bin/ and

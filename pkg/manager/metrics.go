@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/ctrlkit/ctrlkit/internal/pprof"
 	"github.com/ctrlkit/ctrlkit/internal/serve"
 	"github.com/ctrlkit/ctrlkit/pkg/certs"
 	"github.com/ctrlkit/ctrlkit/pkg/httpauth"
@@ -207,7 +208,7 @@ func (m *Manager) serveSecureMetrics(ctx context.Context, fail context.CancelCau
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{}))
 	if sm.opts.Pprof {
-		handlePprof(mux)
+		pprof.Handle(mux)
 	}
 	srv := m.newServer("secure-metrics", sm.guard.Wrap(mux), sm.opts.HTTP2)
 	srv.TLSConfig = sm.tls.Clone()

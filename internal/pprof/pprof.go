@@ -1,4 +1,10 @@
-package manager
+// Package pprof serves Go's profiles, what `go tool pprof` and `go tool
+// trace` fetch, with handlers of its own rather than net/http/pprof's:
+// importing that package adds its handlers to http.DefaultServeMux for
+// the whole program, so any server of http.DefaultServeMux in it would
+// serve profiles to anyone. The manager's secure metrics server serves
+// these behind its authentication (SecureMetricsOptions.Pprof).
+package pprof
 
 import (
 	"fmt"
@@ -10,14 +16,8 @@ import (
 	"time"
 )
 
-// Go's profiles, served by the manager's own handlers rather than
-// net/http/pprof's: importing that package adds its handlers to
-// http.DefaultServeMux for the whole program, whether or not
-// SecureMetricsOptions.Pprof is set. These serve what `go tool pprof` and
-// `go tool trace` fetch.
-
-// handlePprof adds the profile handlers under /debug/pprof/ to mux.
-func handlePprof(mux *http.ServeMux) {
+// Handle adds the profile handlers under /debug/pprof/ to mux.
+func Handle(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/pprof/{$}", pprofIndex)
 	mux.HandleFunc("GET /debug/pprof/{name}", pprofNamed)
 	mux.HandleFunc("GET /debug/pprof/profile", pprofCPU)

@@ -51,10 +51,15 @@ func markers(p *project) []marker {
 	if p.Deployment() {
 		ms = append(ms, cluster("apps", "deployments", "list;watch;create;patch"))
 	}
-	// main.go: the leader election Lease, in the operator's namespace.
-	lease := cluster("coordination.k8s.io", "leases", "get;create;update")
-	lease.Namespace, lease.RoleName = p.Namespace, p.Name+"-leader-election"
-	ms = append(ms, lease)
+	// main.go: the leader election Lease, in the operator's namespace,
+	// read and written by its name only (a create cannot be limited to a
+	// name).
+	lease := named(cluster("coordination.k8s.io", "leases", "get;update"), p.Name)
+	createLease := cluster("coordination.k8s.io", "leases", "create")
+	for _, m := range []*marker{&lease, &createLease} {
+		m.Namespace, m.RoleName = p.Namespace, p.Name+"-leader-election"
+	}
+	ms = append(ms, lease, createLease)
 	if p.Webhook {
 		// internal/admission: the certificates' Secret, in the operator's
 		// namespace, read and written by its name only (a create cannot be

@@ -78,7 +78,7 @@ type Cluster struct {
 	rv       uint64                                                    // the last resourceVersion handed out
 	objects  map[schema.GroupVersionResource]map[string]runtime.Object // by namespace/name
 	writes   []Request
-	listers  map[schema.GroupVersionResource]cache.Indexer
+	listers  map[listerKey]cache.Indexer
 	watchers map[*watcher]struct{}
 	history  []event // the last historyLimit events, oldest first
 	// compacted is the newest resourceVersion no longer in history: a
@@ -139,7 +139,7 @@ func New(opts Options) (*Cluster, error) {
 		decoder:      codecs.UniversalDeserializer(),
 		res:          newResources(o.Scheme, o.ClusterScoped),
 		objects:      map[schema.GroupVersionResource]map[string]runtime.Object{},
-		listers:      map[schema.GroupVersionResource]cache.Indexer{},
+		listers:      map[listerKey]cache.Indexer{},
 		watchers:     map[*watcher]struct{}{},
 		historyLimit: defaultHistory,
 		bufferSize:   defaultBuffer,

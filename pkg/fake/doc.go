@@ -2,7 +2,8 @@
 // Reconcilers: a Cluster answers the REST requests of any client built on
 // its Config (client-go's clientsets, dynamic client and discovery,
 // ctrlkit's client) through an http.RoundTripper, with no process, port or
-// etcd, and Lister gives informer listers that are never behind it.
+// etcd, and Lister, MetadataLister and ResourceLister give informer
+// listers that are never behind it.
 //
 // The recipe:
 //
@@ -17,6 +18,13 @@
 //	var got v1alpha1.Website
 //	err = c.Get(types.NamespacedName{Namespace: "ns", Name: "site"}, &got)
 //	for _, w := range c.Writes() { ... } // w.Verb, w.Resource, w.Err, w.Object
+//
+// A Reconciler that reads indexes, or metadata only, or unstructured
+// objects, gets the lister of each form with the indexes it declares:
+//
+//	owned := informer.Indexers(informer.ControllerIndex, informer.IndexByControllerOwner[*metav1.PartialObjectMetadata])
+//	secrets, err := fake.MetadataLister[*corev1.Secret](c, owned)
+//	widgets, err := fake.ResourceLister(c, widgetsGVR)
 //
 // Any client built on Config works the same way: client-go's clientsets and
 // dynamic client, and a whole manager (manager.New(c.Config(), ...)), whose

@@ -235,15 +235,7 @@ func (c *Cluster) commit(r *resource, typ watch.EventType, old, obj runtime.Obje
 	} else {
 		objs[key] = stored
 	}
-	if ix := c.listers[r.gvr]; ix != nil {
-		// Errors come only from the key and index functions, which
-		// cannot fail on an object with metadata.
-		if typ == watch.Deleted {
-			_ = ix.Delete(stored.DeepCopyObject())
-		} else {
-			_ = ix.Add(stored.DeepCopyObject())
-		}
-	}
+	c.updateListers(r, stored, typ == watch.Deleted)
 	c.notify(event{typ: typ, res: r, obj: stored, old: old, rv: c.rv})
 	return stored.DeepCopyObject(), nil
 }

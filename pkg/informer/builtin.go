@@ -16,21 +16,22 @@ import (
 	"github.com/ctrlkit/ctrlkit/internal/protolist"
 )
 
-// Built-in types are listed in protobuf and each list is decoded while it
-// is read (internal/protolist), when Clients.Config is set and does not
-// name a ContentType other than protobuf; otherwise through client-go's
-// SharedInformerFactory and the clientset. client-go's REST client reads a
-// whole list before it decodes any of it; what decoding while reading
-// buys is measured in docs/design.md. Watches decode each event as it
-// comes, as the clientset's do.
-
-// streamsLists reports whether built-in types are listed in protobuf and
-// decoded while read: Clients.Config is set and asks for protobuf or
-// leaves the content type to ctrlkit.
-func (c *Cache) streamsLists() bool {
-	cfg := c.clients.Config
-	return cfg != nil && (cfg.ContentType == "" || cfg.ContentType == runtime.ContentTypeProtobuf)
-}
+// For[T] picks an informer's backend in one place, from T and from
+// whether Clients.Config is set. With Config, as in every manager: a
+// built-in type (internal/kube.BuiltIn) is listed and watched in
+// protobuf, with JSON accepted (in JSON if Config's ContentType says
+// so), through client-go's REST client of its group version, each list
+// decoded item by item while it is read (builtInInformer); any other Go
+// type is listed and watched as JSON decoded straight into it
+// (typedInformer, decode.go). client-go's REST client would read a whole
+// list before decoding any of it; what decoding while reading buys is
+// measured in docs/design.md. Watches decode each event as it comes, as
+// the clientset's do. Without Config, a Cache has only the clients it was
+// given, such as client-go's fake clientsets: built-in types go through
+// Clients.Kube's SharedInformerFactory and custom types through
+// Clients.Dynamic, converted to the Go type (2-3 times the CPU and 3-6
+// times the bytes allocated per object, BenchmarkDecode in the bench
+// module).
 
 // builtInInformer returns a builder of informers, not started, of
 // client-go's type rt (kind gvk) whose lists are decoded while they are
@@ -44,7 +45,9 @@ func (c *Cache) builtInInformer(rt reflect.Type, gvk schema.GroupVersionKind) (b
 	if err != nil {
 		return nil, err
 	}
-	rc, err := c.restFor(gvk.GroupVersion(), true)
+	// Protobuf unless the rest config asks for JSON; decodeList reads
+	// either.
+	rc, err := c.restFor(gvk.GroupVersion(), c.clients.Config.ContentType != runtime.ContentTypeJSON)
 	if err != nil {
 		return nil, err
 	}

@@ -100,27 +100,25 @@ type TypeOptions struct {
 
 // Clients are what a Cache lists and watches through.
 type Clients struct {
-	// Kube serves built-in types, and discovery.
+	// Kube serves discovery, and built-in types when Config is nil.
 	Kube kubernetes.Interface
-	// Dynamic serves unstructured types, and custom Go types when Config
-	// is nil.
+	// Dynamic serves unstructured types (ForResource), and custom Go types
+	// when Config is nil.
 	Dynamic dynamic.Interface
 	// Mapper resolves kinds to resources and tells which resources the
 	// server serves.
 	Mapper meta.RESTMapper
-	// Config, when set, is the rest config that custom Go types (For) are
-	// listed and watched through, as JSON decoded straight into the Go
-	// type and its List type (see the package doc). Nil means the dynamic
-	// client, whose unstructured objects are converted to the Go type:
-	// 2-3 times the CPU and 3-6 times the bytes allocated per object
-	// (BenchmarkDecode in the bench module).
+	// Config is the rest config that Go types (For) are listed and watched
+	// through: built-in types in protobuf, custom types as JSON decoded
+	// straight into the Go type and its List type (see the package doc).
+	// A manager sets it. Nil means Kube and Dynamic serve them instead,
+	// as in a unit test over client-go's fake clientsets.
 	Config *rest.Config
 	// HTTPClient, when set, sends the requests of the clients the cache
-	// builds from Config (custom Go types, built-in types decoded while
-	// read, metadata). Nil means rest.HTTPClientFor(Config): client-go's
-	// transport, shared process-wide by configs with the same TLS
-	// settings. A manager sets its own, whose connections it closes
-	// when it stops.
+	// builds from Config (Go types, metadata). Nil means
+	// rest.HTTPClientFor(Config): client-go's transport, shared
+	// process-wide by configs with the same TLS settings. A manager sets
+	// its own, whose connections it closes when it stops.
 	HTTPClient *http.Client
 	// Metadata, when set, serves metadata-only informers (ForMetadata).
 	// Nil means one built from Config; ForMetadata fails if both are nil.

@@ -47,17 +47,17 @@
 // waits for the API to come back, then starts again and delivers the new
 // objects. Source.Served and Source.HasSynced tell where an informer is.
 //
-// Built-in types are listed and watched in protobuf. When Clients.Config
-// is set (a manager sets it) and names no other content type, each list
-// is decoded item by item while it is read rather than once all of it has
-// arrived, and a first list of more than 10,000 objects comes in pages,
-// each requested while the one before is still being read (the figures
-// are in docs/design.md). Without Clients.Config, or with a Config whose
-// ContentType is JSON, built-in types go through client-go's
-// SharedInformerFactory and the clientset instead.
+// Built-in types are listed and watched in protobuf, with JSON accepted
+// (in JSON when Clients.Config's ContentType is JSON), and each list is
+// decoded item by item while it is read rather than once all of it has
+// arrived; a first list of more than 10,000 objects comes in pages, each
+// requested while the one before is still being read (the figures are in
+// docs/design.md).
 //
 // Custom Go types are listed and watched as JSON decoded straight into
-// their Go type when Clients.Config is set (a manager sets it). An object
+// their Go type. Both go through Clients.Config, which a manager sets; a
+// Cache without it lists through the clientset and dynamic client it was
+// given (For picks, in one place: builtin.go). An object
 // that does not decode into its Go type (a CRD schema that drifted from the
 // struct) is left out of the cache, logged through the logger of Start's
 // ctx and counted in ctrlkit_cache_decode_errors_total{informer}

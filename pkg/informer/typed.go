@@ -42,13 +42,13 @@ func (i *Informer[T]) Lister() Lister[T] { return i.lister }
 
 // For declares, or returns the already declared, informer for the Go type T,
 // a pointer to an API type registered in the Cache's scheme: a built-in
-// type such as *corev1.ConfigMap (built by a client-go
-// SharedInformerFactory) or a custom type such as *v1alpha1.Website
-// (listed and watched as JSON decoded straight into T, through a REST
-// client built from Clients.Config, or through the dynamic client and
-// converted to T when Config is nil; no generated clientset needed). With
-// Config, the custom type's List type, named after its kind (WebsiteList),
-// must be in the scheme too.
+// type such as *corev1.ConfigMap (listed and watched in protobuf) or a
+// custom type such as *v1alpha1.Website (listed and watched as JSON
+// decoded straight into T; no generated clientset needed), through REST
+// clients built from Clients.Config. A custom type's List type, named
+// after its kind (WebsiteList), must be in the scheme too. A Cache built
+// without Config (over client-go's fake clientsets, say) lists through
+// its clientset and dynamic client instead (builtin.go).
 //
 // For consults the API server's discovery and fails if the server does not
 // serve the type, unless the type's TypeOptions.WhenServed is set: the
@@ -81,31 +81,20 @@ func For[T runtime.Object](c *Cache, in ...*Scope) (*Informer[T], error) {
 		return nil, err
 	}
 	e, err := c.declare(key, gvk.GroupKind(), rt, name, decl, p.resolved, func() (plan, error) {
-		if kube.BuiltIn(gvk, rt) {
-			if c.streamsLists() {
-				newInf, err := c.builtInInformer(rt, gvk)
-				if err != nil {
-					return plan{}, fmt.Errorf("informer: For[%v]: %w", rt, err)
-				}
-				p.newInformer = newInf
-				return p, nil
-			}
-			p.newInformer = func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions), _ *sharer) (cache.SharedIndexInformer, error) {
-				// A factory per informer: each namespace's informer is
-				// started and stopped on its own.
-				f := informers.NewSharedInformerFactoryWithOptions(listingKube{Interface: c.clients.Kube}, c.resyncFor(rt),
-					informers.WithNamespace(ns), informers.WithTweakListOptions(tweak))
-				gi, err := f.ForResource(gvr)
-				if err != nil {
-					return nil, err
-				}
-				return gi.Informer(), nil
-			}
+		// The one choice of a backend (builtin.go says why each).
+		switch {
+		case c.clients.Config == nil && kube.BuiltIn(gvk, rt):
+			p.newInformer = c.factoryInformer(rt)
 			return p, nil
-		}
-		if c.clients.Config == nil {
-			p.newInformer = c.dynamicInformer(rt)
-			p.convert = toTyped(rt)
+		case c.clients.Config == nil:
+			p.newInformer, p.convert = c.dynamicInformer(rt), toTyped(rt)
+			return p, nil
+		case kube.BuiltIn(gvk, rt):
+			newInf, err := c.builtInInformer(rt, gvk)
+			if err != nil {
+				return plan{}, fmt.Errorf("informer: For[%v]: %w", rt, err)
+			}
+			p.newInformer = newInf
 			return p, nil
 		}
 		newInf, err := c.typedInformer(rt, gvk, name)
@@ -155,6 +144,22 @@ func (c *Cache) resolve(where string, rt reflect.Type, gvk schema.GroupVersionKi
 		return p, "", fmt.Errorf("%s: %w", where, err)
 	}
 	return p, fmt.Sprintf("%s (%s)", gvrString(p.gvr), what), nil
+}
+
+// factoryInformer builds informers of the clientset's
+// SharedInformerFactory, for a Cache without Config: a factory per
+// informer, so that each namespace's informer is started and stopped on
+// its own.
+func (c *Cache) factoryInformer(rt reflect.Type) builder {
+	return func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions), _ *sharer) (cache.SharedIndexInformer, error) {
+		f := informers.NewSharedInformerFactoryWithOptions(listingKube{Interface: c.clients.Kube}, c.resyncFor(rt),
+			informers.WithNamespace(ns), informers.WithTweakListOptions(tweak))
+		gi, err := f.ForResource(gvr)
+		if err != nil {
+			return nil, err
+		}
+		return gi.Informer(), nil
+	}
 }
 
 // dynamicInformer builds informers of the dynamic client, resynced as Go

@@ -70,7 +70,7 @@ func TestContentTypes(t *testing.T) {
 		builtin     string // Accept of built-in lists and watches
 	}{
 		{name: "default", builtin: protobuf + ",application/json"},
-		{name: "JSON", contentType: "application/json", builtin: "application/json, */*"},
+		{name: "JSON", contentType: "application/json", builtin: "application/json"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

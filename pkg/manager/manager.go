@@ -104,10 +104,10 @@ type Manager struct {
 // New validates opts and builds the clients, the cache and the metrics of a
 // Manager that talks to the cluster at cfg. It does not contact the API
 // server. When cfg leaves QPS and Burst at zero they are raised from
-// client-go's 5/10 to 20/30, as controllers need. The clientset (the
-// informers of built-in types, events, Kubernetes) sends and accepts
-// protobuf unless cfg sets a ContentType, which it then keeps: set
-// cfg.ContentType to runtime.ContentTypeJSON for JSON. Custom types are
+// client-go's 5/10 to 20/30, as controllers need. The clientset (events,
+// Kubernetes) sends and accepts protobuf unless cfg sets a ContentType,
+// which it then keeps: set cfg.ContentType to runtime.ContentTypeJSON for
+// JSON; so do the cache's informers of built-in types. Custom types are
 // always JSON, decoded straight into their Go types. With
 // Options.LeaderElection, the Lease gets a client of its own, built from a
 // copy of cfg by leader.NewForConfig, so the workload cannot starve it.

@@ -8,6 +8,7 @@ package pprof
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"runtime"
 	"runtime/pprof"
@@ -59,37 +60,31 @@ func pprofNamed(w http.ResponseWriter, r *http.Request) {
 // pprofCPU records a CPU profile for ?seconds (30 by default), or until
 // the client goes.
 func pprofCPU(w http.ResponseWriter, r *http.Request) {
-	d, err := durationParam(r, 30*time.Second)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	setProfileHeaders(w, "profile", true)
-	if err := pprof.StartCPUProfile(w); err != nil {
-		w.Header().Del("Content-Disposition")
-		http.Error(w, "cannot start a CPU profile: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	wait(r, d)
-	pprof.StopCPUProfile()
+	record(w, r, "profile", 30*time.Second, pprof.StartCPUProfile, pprof.StopCPUProfile)
 }
 
 // pprofTrace records an execution trace for ?seconds (1 by default), or
 // until the client goes.
 func pprofTrace(w http.ResponseWriter, r *http.Request) {
-	d, err := durationParam(r, time.Second)
+	record(w, r, "trace", time.Second, trace.Start, trace.Stop)
+}
+
+// record serves the recording name, made by start and stop, for ?seconds
+// (def by default) or until the client goes.
+func record(w http.ResponseWriter, r *http.Request, name string, def time.Duration, start func(io.Writer) error, stop func()) {
+	d, err := durationParam(r, def)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	setProfileHeaders(w, "trace", true)
-	if err := trace.Start(w); err != nil {
+	setProfileHeaders(w, name, true)
+	if err := start(w); err != nil {
 		w.Header().Del("Content-Disposition")
-		http.Error(w, "cannot start a trace: "+err.Error(), http.StatusInternalServerError)
+		http.Error(w, "cannot start the "+name+": "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	wait(r, d)
-	trace.Stop()
+	stop()
 }
 
 func setProfileHeaders(w http.ResponseWriter, name string, binary bool) {

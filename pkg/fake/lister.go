@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -154,8 +153,9 @@ func (c *Cluster) updateListers(r *resource, stored runtime.Object, deleted bool
 		}
 		// Errors come only from the key function, which cannot fail on an
 		// object with metadata (client-go panics on an index function's).
+		// A delete needs only the key: the indexer unfiles what it holds.
 		if deleted {
-			_ = ix.Delete(inForm(f, r, stored))
+			_ = ix.Delete(stored)
 		} else {
 			_ = ix.Add(inForm(f, r, stored))
 		}
@@ -167,8 +167,9 @@ func (c *Cluster) updateListers(r *resource, stored runtime.Object, deleted bool
 func inForm(f form, r *resource, obj runtime.Object) runtime.Object {
 	switch f {
 	case metadataForm:
-		m, _ := meta.Accessor(obj)
-		p := meta.AsPartialObjectMetadata(m).DeepCopy()
+		// What a metadata-only request is answered with, in the informer's
+		// TypeMeta.
+		p := partial(obj).DeepCopy()
 		p.TypeMeta = metav1.TypeMeta{APIVersion: r.gvk.GroupVersion().String(), Kind: r.gvk.Kind}
 		return p
 	case unstructuredForm:

@@ -29,9 +29,8 @@ import (
 // the clientset's do. Without Config, a Cache has only the clients it was
 // given, such as client-go's fake clientsets: built-in types go through
 // Clients.Kube's SharedInformerFactory and custom types through
-// Clients.Dynamic, converted to the Go type (2-3 times the CPU and 3-6
-// times the bytes allocated per object, BenchmarkDecode in the bench
-// module).
+// Clients.Dynamic, converted to the Go type (what the conversion costs:
+// BenchmarkDecode in the bench module).
 
 // builtInInformer returns a builder of informers, not started, of
 // client-go's type rt (kind gvk) whose lists are decoded while they are

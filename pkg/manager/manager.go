@@ -103,8 +103,12 @@ type Manager struct {
 
 // New validates opts and builds the clients, the cache and the metrics of a
 // Manager that talks to the cluster at cfg. It does not contact the API
-// server. When cfg leaves QPS and Burst at zero they are raised from
-// client-go's 5/10 to 20/30, as controllers need. The clientset (events,
+// server. When cfg leaves QPS and Burst at zero, the manager's clients
+// have no client-side rate limit (QPS -1), as controller-runtime's since
+// v0.21: the API server's priority and fairness protects it, and a
+// controller that fans out writes is not held to client-go's 5 requests a
+// second. Set QPS and Burst to have one, shared by every client but the
+// Lease's. The clientset (events,
 // Kubernetes) sends and accepts protobuf unless cfg sets a ContentType,
 // which it then keeps: set cfg.ContentType to runtime.ContentTypeJSON for
 // JSON; so do the cache's informers of built-in types. Custom types are
@@ -115,13 +119,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if cfg == nil {
 		return nil, errors.New("manager: rest config is nil: pass one from manager.GetConfig or clientcmd")
 	}
-	cfg = rest.CopyConfig(cfg)
-	if cfg.QPS == 0 && cfg.Burst == 0 {
-		cfg.QPS, cfg.Burst = 20, 30
-	}
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = cmp.Or(opts.Name, DefaultName)
-	}
+	cfg = clientConfig(cfg, cmp.Or(opts.Name, DefaultName))
 	// rest_client_* series of this manager's own, counted on its transport.
 	clientMetrics := newRESTMetrics()
 	cfg.Wrap(clientMetrics.wrap)
@@ -176,6 +174,20 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("manager: registering rest_client metrics: %w", err)
 	}
 	return m, nil
+}
+
+// clientConfig returns a copy of cfg with the manager's defaults: no
+// client-side rate limit when cfg sets neither QPS nor Burst, and
+// userAgent when cfg names none.
+func clientConfig(cfg *rest.Config, userAgent string) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
+		cfg.QPS = -1
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = userAgent
+	}
+	return cfg
 }
 
 // ownClients returns an HTTP client built from cfg whose connections own

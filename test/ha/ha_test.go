@@ -32,12 +32,16 @@ const (
 	pauseFor = 2 * shortLease
 	// faultWorkers is the workers per replica in the kill and pause
 	// scenarios; faultChurn the churn driver's writes per second there:
-	// twice what the leader's default client (20 QPS) can write, so at the
+	// twice what the leader's client (haQPS) can write, so at the
 	// fault its workers wait in the client's rate limiter with writes the
 	// fence must hold back.
 	faultWorkers, faultChurn = 16, 40
-	// The load scenario: 256 workers, churn well above the 20 writes per
-	// second the leader's default client allows, for loadFor.
+	// haQPS and haBurst are the client-side rate limit of the HA
+	// scenarios' replicas: client-go's QPS and Burst as controllers long
+	// ran with, before controller-runtime and ctrlkit dropped the limit.
+	haQPS, haBurst = 20, 30
+	// The load scenario: 256 workers, churn well above the haQPS writes
+	// per second the leader's client allows, for loadFor.
 	loadWorkers, loadChurn, loadFor = 256, 50, 60 * time.Second
 	// convergeTimeout bounds the wait, after the churn stops, for every
 	// object to be reconciled at its last write. At 20 writes per second
@@ -164,8 +168,8 @@ func pauseLeader(t *testing.T, r *row) {
 		starts, fenced, writes, unsent, gaveUp, exitNote)
 }
 
-// loadLeader: 256 workers, one write per Reconcile, the default client QPS
-// and the default lease timings, under churn for loadFor: the leader never
+// loadLeader: 256 workers, one write per Reconcile, a client limited to
+// haQPS and the default lease timings, under churn for loadFor: the leader never
 // loses the Lease and everything converges.
 func loadLeader(t *testing.T, r *row) {
 	s := newScenario(t, r, setup{prefix: "load", workers: loadWorkers, annotated: false})

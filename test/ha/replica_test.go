@@ -230,7 +230,10 @@ func replicaMain(name, configPath string) int {
 	if err != nil {
 		return fail(err)
 	}
-	rc.Wrap(rec.transport)                // QPS and Burst stay unset: the manager's defaults
+	rc.Wrap(rec.transport)
+	// A client-side limit, which the manager has none of by default: the
+	// fault scenarios need the leader's workers waiting in it at the fault.
+	rc.QPS, rc.Burst = haQPS, haBurst
 	rc.UserAgent = userAgentPrefix + name // names the replica in the audit log
 	log := funcr.New(func(prefix, args string) {
 		fmt.Fprintln(os.Stderr, time.Now().Format("15:04:05.000000"), prefix, args)

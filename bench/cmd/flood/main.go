@@ -146,8 +146,8 @@ func run() error {
 		return err
 	}
 
-	// The manager's rate limiter is the one it makes by default (QPS 20,
-	// burst 30, shared by its clients), timed.
+	// A rate limiter of QPS 20, burst 30 (what the manager made by
+	// default before it set none), shared by the manager's clients, timed.
 	mcfg := rest.CopyConfig(cfg)
 	mcfg.RateLimiter = timedLimiter{flowcontrol.NewTokenBucketRateLimiter(20, 30)}
 	mgr, err := manager.New(mcfg, manager.Options{

@@ -19,8 +19,7 @@ import (
 )
 
 // BuiltIn reports whether gvk with Go type rt (a pointer type) is one of
-// client-go's own types: the SharedInformerFactory serves them and they
-// have protobuf encodings. A custom type that a program registered into
+// client-go's own types, which have protobuf encodings. A custom type that a program registered into
 // kubescheme.Scheme, as sample-controller does, is not.
 func BuiltIn(gvk schema.GroupVersionKind, rt reflect.Type) bool {
 	t, ok := clientGoTypes()[gvk]

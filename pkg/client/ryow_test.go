@@ -10,8 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/pkg/client"
 	"github.com/ctrlkit/ctrlkit/pkg/fake"
@@ -23,15 +21,7 @@ import (
 // ends.
 func startCache(t *testing.T, cluster *fake.Cluster) (*informer.Cache, informer.Lister[*corev1.ConfigMap], informer.Lister[*Gizmo]) {
 	t.Helper()
-	kube, err := kubernetes.NewForConfig(cluster.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(cluster.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cache, err := informer.New(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: cluster.RESTMapper()}, informer.Options{Scheme: newScheme(t)})
+	cache, err := informer.New(informer.Clients{Config: cluster.Config(), Mapper: cluster.RESTMapper()}, informer.Options{Scheme: newScheme(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

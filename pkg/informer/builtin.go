@@ -16,21 +16,15 @@ import (
 	"github.com/ctrlkit/ctrlkit/internal/protolist"
 )
 
-// For[T] picks an informer's backend in one place, from T and from
-// whether Clients.Config is set. With Config, as in every manager: a
-// built-in type (internal/kube.BuiltIn) is listed and watched in
-// protobuf, with JSON accepted (in JSON if Config's ContentType says
-// so), through client-go's REST client of its group version, each list
-// decoded item by item while it is read (builtInInformer); any other Go
-// type is listed and watched as JSON decoded straight into it
-// (typedInformer, decode.go). client-go's REST client would read a whole
-// list before decoding any of it; what decoding while reading buys is
-// measured in docs/design.md. Watches decode each event as it comes, as
-// the clientset's do. Without Config, a Cache has only the clients it was
-// given, such as client-go's fake clientsets: built-in types go through
-// Clients.Kube's SharedInformerFactory and custom types through
-// Clients.Dynamic, converted to the Go type (what the conversion costs:
-// BenchmarkDecode in the bench module).
+// For[T] picks an informer's backend in one place, from T. A built-in
+// type (internal/kube.BuiltIn) is listed and watched in protobuf, with
+// JSON accepted (in JSON if Config's ContentType says so), through
+// client-go's REST client of its group version, each list decoded item by
+// item while it is read (builtInInformer); any other Go type is listed and
+// watched as JSON decoded straight into it (typedInformer, decode.go).
+// client-go's REST client would read a whole list before decoding any of
+// it; what decoding while reading buys is measured in docs/design.md.
+// Watches decode each event as it comes, as the clientset's do.
 
 // builtInInformer returns a builder of informers, not started, of
 // client-go's type rt (kind gvk) whose lists are decoded while they are

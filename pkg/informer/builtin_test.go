@@ -44,7 +44,10 @@ func TestForBuiltInWithConfig(t *testing.T) {
 	if _, err := cms.Lister().Get("b", "two"); err == nil {
 		t.Error("namespace b is cached; only a was asked for")
 	}
-	kube := clients.Kube.(*kubernetes.Clientset)
+	kube, err := kubernetes.NewForConfig(clients.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := kube.CoreV1().ConfigMaps("a").Update(t.Context(), cm("a", "one", "changed"), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

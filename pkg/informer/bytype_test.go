@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 )
@@ -20,14 +19,14 @@ func TestByType(t *testing.T) {
 	secret := func(ns, name string) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	}
-	kube := fake.NewClientset(
+	kube := newCluster(t,
 		configMap("team-a", "a1", app), configMap("team-b", "b1", app), configMap("team-b", "b2", nil),
 		secret("team-a", "sa"), secret("team-b", "sb"),
 	)
 	big := unstructuredWidget("team-a", "big", 10)
 	big.SetLabels(map[string]string{"size": "big"})
-	dyn := newDynamic(big, unstructuredWidget("team-a", "small", 1))
-	c, err := informer.New(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: newMapper(widgetGVK)}, informer.Options{
+	kube.add(t, big, unstructuredWidget("team-a", "small", 1))
+	c, err := informer.New(kube.withMapper(newMapper(widgetGVK)), informer.Options{
 		Scheme: builtinAndWidgetScheme(t),
 		ByType: map[runtime.Object]informer.TypeOptions{
 			&corev1.ConfigMap{}: {Namespaces: []string{"team-b"}, LabelSelector: "app=web"},
@@ -74,7 +73,7 @@ func TestByType(t *testing.T) {
 
 func TestByTypeErrors(t *testing.T) {
 	clients := func() informer.Clients {
-		return informer.Clients{Kube: fake.NewClientset(), Dynamic: newDynamic(), Mapper: newMapper()}
+		return clientsWith(t, newMapper())
 	}
 	for _, tt := range []struct {
 		name    string

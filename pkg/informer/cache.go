@@ -19,11 +19,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 )
 
 // Options are the factory options client-go users know. The zero value
@@ -100,29 +102,28 @@ type TypeOptions struct {
 
 // Clients are what a Cache lists and watches through.
 type Clients struct {
-	// Kube serves discovery, and built-in types when Config is nil.
-	Kube kubernetes.Interface
-	// Dynamic serves unstructured types (ForResource), and custom Go types
-	// when Config is nil.
-	Dynamic dynamic.Interface
-	// Mapper resolves kinds to resources and tells which resources the
-	// server serves.
-	Mapper meta.RESTMapper
-	// Config is the rest config that Go types (For) are listed and watched
-	// through: built-in types in protobuf, custom types as JSON decoded
-	// straight into the Go type and its List type (see the package doc).
-	// A manager sets it. Nil means Kube and Dynamic serve them instead,
-	// as in a unit test over client-go's fake clientsets.
+	// Config is the rest config every informer lists and watches through
+	// (required): built-in types in protobuf, custom types as JSON decoded
+	// straight into the Go type and its List type, metadata-only and
+	// unstructured informers through client-go's metadata and dynamic
+	// clients (see the package doc). In a unit test, use pkg/fake's
+	// Cluster.Config.
 	Config *rest.Config
-	// HTTPClient, when set, sends the requests of the clients the cache
-	// builds from Config (Go types, metadata). Nil means
-	// rest.HTTPClientFor(Config): client-go's transport, shared
-	// process-wide by configs with the same TLS settings. A manager sets
-	// its own, whose connections it closes when it stops.
+	// HTTPClient, when set, sends every request of the clients the cache
+	// builds from Config. Nil means rest.HTTPClientFor(Config): client-go's
+	// transport, shared process-wide by configs with the same TLS settings.
+	// A manager sets its own, whose connections it closes when it stops.
 	HTTPClient *http.Client
-	// Metadata, when set, serves metadata-only informers (ForMetadata).
-	// Nil means one built from Config; ForMetadata fails if both are nil.
-	Metadata metadata.Interface
+	// Mapper resolves kinds to resources and tells which resources the
+	// server serves. Nil means a deferred discovery mapper over Config.
+	Mapper meta.RESTMapper
+}
+
+// built are the clients a Cache builds from its Clients.
+type built struct {
+	discovery discovery.DiscoveryInterface
+	dynamic   dynamic.Interface
+	metadata  metadata.Interface
 }
 
 // Cache owns the informers of one manager. Its methods are safe for
@@ -131,6 +132,7 @@ type Cache struct {
 	opts    Options
 	scheme  *runtime.Scheme
 	clients Clients
+	built   built
 	resync  map[reflect.Type]time.Duration
 	byType  map[reflect.Type]TypeOptions
 
@@ -160,16 +162,16 @@ type entryKey struct {
 // client is missing or an option is out of range.
 func New(clients Clients, opts Options) (*Cache, error) {
 	switch {
-	case clients.Kube == nil:
-		return nil, errors.New("informer: Clients.Kube is nil: pass a kubernetes.Interface, e.g. kubernetes.NewForConfig(cfg)")
-	case clients.Dynamic == nil:
-		return nil, errors.New("informer: Clients.Dynamic is nil: pass a dynamic.Interface, e.g. dynamic.NewForConfig(cfg)")
-	case clients.Mapper == nil:
-		return nil, errors.New("informer: Clients.Mapper is nil: pass a meta.RESTMapper, e.g. one from restmapper.NewDeferredDiscoveryRESTMapper")
+	case clients.Config == nil:
+		return nil, errors.New("informer: Clients.Config is nil: pass the rest config to list and watch through (a manager passes its own; in a unit test, pkg/fake's Cluster.Config)")
 	case opts.Resync < 0:
 		return nil, fmt.Errorf("informer: Options.Resync is %v: use 0 to disable resync, or a positive period", opts.Resync)
 	case opts.DiscoveryInterval < 0:
 		return nil, fmt.Errorf("informer: Options.DiscoveryInterval is %v: use 0 for the default of %v, or a positive period", opts.DiscoveryInterval, DefaultDiscoveryInterval)
+	}
+	b, err := clients.build()
+	if err != nil {
+		return nil, err
 	}
 	if err := checkNamespaces("Options.Namespaces", opts.Namespaces); err != nil {
 		return nil, err
@@ -178,6 +180,7 @@ func New(clients Clients, opts Options) (*Cache, error) {
 		opts:    opts,
 		scheme:  opts.Scheme,
 		clients: clients,
+		built:   b,
 		resync:  make(map[reflect.Type]time.Duration),
 		byType:  make(map[reflect.Type]TypeOptions),
 		entries: make(map[entryKey]*entry),
@@ -207,6 +210,34 @@ func New(clients Clients, opts Options) (*Cache, error) {
 		c.resync[reflect.TypeOf(obj)] = d
 	}
 	return c, nil
+}
+
+// build sets c's HTTPClient and Mapper if they are nil, and builds the
+// discovery, dynamic and metadata clients on them. It does not contact the
+// API server.
+func (c *Clients) build() (built, error) {
+	if c.HTTPClient == nil {
+		hc, err := rest.HTTPClientFor(c.Config)
+		if err != nil {
+			return built{}, fmt.Errorf("informer: building the HTTP client from Clients.Config: %w", err)
+		}
+		c.HTTPClient = hc
+	}
+	var b built
+	var err error
+	if b.discovery, err = discovery.NewDiscoveryClientForConfigAndClient(c.Config, c.HTTPClient); err != nil {
+		return built{}, fmt.Errorf("informer: building the discovery client from Clients.Config: %w", err)
+	}
+	if b.dynamic, err = dynamic.NewForConfigAndClient(c.Config, c.HTTPClient); err != nil {
+		return built{}, fmt.Errorf("informer: building the dynamic client from Clients.Config: %w", err)
+	}
+	if b.metadata, err = metadata.NewForConfigAndClient(c.Config, c.HTTPClient); err != nil {
+		return built{}, fmt.Errorf("informer: building the metadata client from Clients.Config: %w", err)
+	}
+	if c.Mapper == nil {
+		c.Mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(b.discovery))
+	}
+	return b, nil
 }
 
 // checkNamespaces rejects an empty or repeated namespace in a list.

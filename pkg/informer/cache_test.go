@@ -3,6 +3,7 @@ package informer_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -11,18 +12,17 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 )
 
 func TestNewValidation(t *testing.T) {
-	good := informer.Clients{Kube: fake.NewClientset(), Dynamic: newDynamic(), Mapper: newMapper()}
+	good := clientsWith(t, newMapper())
 	without := func(edit func(*informer.Clients)) informer.Clients {
 		c := good
 		edit(&c)
@@ -40,9 +40,8 @@ func TestNewValidation(t *testing.T) {
 			Resync:       time.Minute,
 			ResyncByType: map[runtime.Object]time.Duration{&corev1.ConfigMap{}: 0, &corev1.Secret{}: time.Hour},
 		}},
-		{name: "nil Kube", clients: without(func(c *informer.Clients) { c.Kube = nil }), wantErr: "Clients.Kube is nil"},
-		{name: "nil Dynamic", clients: without(func(c *informer.Clients) { c.Dynamic = nil }), wantErr: "Clients.Dynamic is nil"},
-		{name: "nil Mapper", clients: without(func(c *informer.Clients) { c.Mapper = nil }), wantErr: "Clients.Mapper is nil"},
+		{name: "nil Config", clients: without(func(c *informer.Clients) { c.Config = nil }), wantErr: "Clients.Config is nil"},
+		{name: "nil Mapper: one from discovery", clients: without(func(c *informer.Clients) { c.Mapper = nil })},
 		{name: "negative Resync", clients: good, opts: informer.Options{Resync: -time.Second}, wantErr: "Options.Resync is -1s"},
 		{name: "negative DiscoveryInterval", clients: good, opts: informer.Options{DiscoveryInterval: -time.Second}, wantErr: "Options.DiscoveryInterval is -1s"},
 		{name: "empty namespace in the list", clients: good, opts: informer.Options{Namespaces: []string{"a", ""}}, wantErr: "Options.Namespaces[1] is empty"},
@@ -81,7 +80,7 @@ func TestNewValidation(t *testing.T) {
 }
 
 func TestForReturnsTheSameInformer(t *testing.T) {
-	c := newCache(t, fake.NewClientset(), informer.Options{})
+	c := newCache(t, newCluster(t), informer.Options{})
 	first, err := informer.For[*corev1.ConfigMap](c)
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +104,7 @@ func TestForReturnsTheSameInformer(t *testing.T) {
 }
 
 func TestInformersInDeclarationOrder(t *testing.T) {
-	c, err := informer.New(informer.Clients{Kube: fake.NewClientset(), Dynamic: newDynamic(), Mapper: newMapper(widgetGVK)},
+	c, err := informer.New(clientsWith(t, newMapper(widgetGVK)),
 		informer.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -185,8 +184,11 @@ func TestForErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newCache(t, fake.NewClientset(), informer.Options{Scheme: tt.scheme})
-			err := tt.declare(c)
+			c, err := informer.New(newCluster(t).withMapper(newMapper()), informer.Options{Scheme: tt.scheme})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = tt.declare(c)
 			if err == nil {
 				t.Fatal("declaring succeeded, want an error")
 			}
@@ -203,7 +205,7 @@ func TestForErrors(t *testing.T) {
 }
 
 func TestDeclaringAfterStart(t *testing.T) {
-	c, err := informer.New(informer.Clients{Kube: fake.NewClientset(), Dynamic: newDynamic(), Mapper: newMapper(widgetGVK)},
+	c, err := informer.New(clientsWith(t, newMapper(widgetGVK)),
 		informer.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +248,7 @@ func TestDeclaringAfterStart(t *testing.T) {
 
 func TestWaitForSync(t *testing.T) {
 	t.Run("returns nil once synced", func(t *testing.T) {
-		c := newCache(t, fake.NewClientset(configMap("default", "a", nil), configMap("default", "b", nil)), informer.Options{})
+		c := newCache(t, newCluster(t, configMap("default", "a", nil), configMap("default", "b", nil)), informer.Options{})
 		cms, err := informer.For[*corev1.ConfigMap](c)
 		if err != nil {
 			t.Fatal(err)
@@ -264,14 +266,14 @@ func TestWaitForSync(t *testing.T) {
 	})
 
 	t.Run("with nothing declared returns nil at once", func(t *testing.T) {
-		c := newCache(t, fake.NewClientset(), informer.Options{})
+		c := newCache(t, newCluster(t), informer.Options{})
 		start(t, c)
 	})
 
 	t.Run("errors naming the informer that cannot sync", func(t *testing.T) {
-		kube := fake.NewClientset()
-		kube.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
-			return true, nil, errors.New("configmaps are forbidden")
+		kube := newCluster(t)
+		kube.react("list", "configmaps", func(*http.Request) (*http.Response, error) {
+			return statusResponse(apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("configmaps are forbidden"))), nil
 		})
 		c := newCache(t, kube, informer.Options{})
 		if _, err := informer.For[*corev1.ConfigMap](c); err != nil {
@@ -311,12 +313,12 @@ func TestWaitForSync(t *testing.T) {
 }
 
 func TestNamespaceOption(t *testing.T) {
-	kube := fake.NewClientset(
+	kube := newCluster(t,
 		configMap("team-a", "a1", nil), configMap("team-a", "a2", nil), configMap("team-b", "b1", nil),
 		namespace("team-a"), namespace("team-b"), // cluster-scoped: unaffected by Namespace
 	)
-	dyn := newDynamic(unstructuredWidget("team-a", "wa", 1), unstructuredWidget("team-b", "wb", 2))
-	c, err := informer.New(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: newMapper(widgetGVK)},
+	kube.add(t, unstructuredWidget("team-a", "wa", 1), unstructuredWidget("team-b", "wb", 2))
+	c, err := informer.New(kube.withMapper(newMapper(widgetGVK)),
 		informer.Options{Namespaces: []string{"team-a"}, Scheme: builtinAndWidgetScheme(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -386,13 +388,13 @@ func keys[T runtime.Object](objs []T, err error) ([]string, error) {
 }
 
 // TestResyncByType checks that a per-type resync period reaches both
-// kinds of typed informers: built-in (the shared factory) and custom (the
-// dynamic client). client-go resyncs handlers at most once a second, so
+// kinds of typed informers: built-in (protobuf) and custom (JSON into the
+// Go type). client-go resyncs handlers at most once a second, so
 // this test takes about that long.
 func TestResyncByType(t *testing.T) {
-	kube := fake.NewClientset(configMap("default", "a", nil))
-	dyn := newDynamic(unstructuredWidget("default", "w", 1))
-	c, err := informer.New(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: newMapper(widgetGVK)}, informer.Options{
+	kube := newCluster(t, configMap("default", "a", nil))
+	kube.add(t, unstructuredWidget("default", "w", 1))
+	c, err := informer.New(kube.withMapper(newMapper(widgetGVK)), informer.Options{
 		Scheme:       builtinAndWidgetScheme(t),
 		ResyncByType: map[runtime.Object]time.Duration{&corev1.ConfigMap{}: time.Second, &Widget{}: time.Second},
 	})
@@ -442,7 +444,7 @@ func TestResyncByType(t *testing.T) {
 // (every namespace) allocates the key it looks up and nothing else; it
 // runs in every Reconcile.
 func TestListerGetAllocatesOnlyItsKey(t *testing.T) {
-	c := newCache(t, fake.NewClientset(configMap("default", "a", nil)), informer.Options{})
+	c := newCache(t, newCluster(t, configMap("default", "a", nil)), informer.Options{})
 	cms, err := informer.For[*corev1.ConfigMap](c)
 	if err != nil {
 		t.Fatal(err)

@@ -81,19 +81,6 @@ func (c *Cache) restFor(gv schema.GroupVersion, proto bool) (rest.Interface, err
 	return rc, nil
 }
 
-// httpClient returns Clients.HTTPClient, building it from Clients.Config
-// the first time if it is nil. Called under c.mu.
-func (c *Cache) httpClient() (*http.Client, error) {
-	if c.clients.HTTPClient == nil {
-		hc, err := rest.HTTPClientFor(c.clients.Config)
-		if err != nil {
-			return nil, fmt.Errorf("building the HTTP client from Clients.Config: %w", err)
-		}
-		c.clients.HTTPClient = hc
-	}
-	return c.clients.HTTPClient, nil
-}
-
 // typedHTTP returns c.typed, its HTTP client built from
 // c.clients.Config if it was not yet. Called under c.mu.
 func (c *Cache) typedHTTP() (*typedClients, error) {
@@ -101,11 +88,7 @@ func (c *Cache) typedHTTP() (*typedClients, error) {
 	if t.http == nil {
 		cfg := rest.CopyConfig(c.clients.Config)
 		kube.ShareRateLimiter(cfg) // one budget for every group version
-		hc, err := c.httpClient()
-		if err != nil {
-			return nil, err
-		}
-		t.http, t.cfg = hc, cfg
+		t.http, t.cfg = c.clients.HTTPClient, cfg
 		t.codecs = serializer.NewCodecFactory(c.scheme)
 		t.rests = make(map[schema.GroupVersion]rest.Interface)
 		t.protos = make(map[schema.GroupVersion]rest.Interface)

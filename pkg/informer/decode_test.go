@@ -20,26 +20,26 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/pkg/client"
 	"github.com/ctrlkit/ctrlkit/pkg/fake"
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 )
 
-// fakeClients returns Clients over the fake API server cluster, with
-// Config set: custom types are decoded straight into their Go types.
+// fakeClients returns Clients over the fake API server cluster.
 func fakeClients(t *testing.T, cluster *fake.Cluster) informer.Clients {
 	t.Helper()
-	kube, err := kubernetes.NewForConfig(cluster.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
+	return informer.Clients{Config: cluster.Config(), Mapper: cluster.RESTMapper()}
+}
+
+// dynamicFor returns a dynamic client of the fake API server cluster.
+func dynamicFor(t *testing.T, cluster *fake.Cluster) dynamic.Interface {
+	t.Helper()
 	dyn, err := dynamic.NewForConfig(cluster.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return informer.Clients{Kube: kube, Dynamic: dyn, Mapper: cluster.RESTMapper(), Config: cluster.Config()}
+	return dyn
 }
 
 // newFakeCluster returns a fake API server that serves scheme and holds objs.
@@ -117,7 +117,7 @@ func TestForCustomTypeDecodesJSON(t *testing.T) {
 		t.Errorf("cached object's kind = %v, want %v", got, widgetGVK)
 	}
 
-	dyn := fakeClients(t, cluster).Dynamic.Resource(widgetGVR).Namespace("default")
+	dyn := dynamicFor(t, cluster).Resource(widgetGVR).Namespace("default")
 	ctx := t.Context()
 	if _, err := dyn.Patch(ctx, "small", types.MergePatchType, []byte(`{"spec":{"size":2}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
@@ -175,7 +175,7 @@ func TestForCustomTypeScope(t *testing.T) {
 				t.Fatal(err)
 			}
 			start(t, c)
-			dyn := fakeClients(t, cluster).Dynamic.Resource(widgetGVR)
+			dyn := dynamicFor(t, cluster).Resource(widgetGVR)
 			for _, ns := range []string{"team-a", "team-b"} {
 				w := unstructuredWidget(ns, "web2", 4)
 				w.SetLabels(map[string]string{"app": "web"})
@@ -390,7 +390,7 @@ func TestForCustomTypeDecodeErrors(t *testing.T) {
 		t.Errorf("no log line names the object left out; logs: %q", logs.matching(""))
 	}
 
-	dyn := fakeClients(t, cluster).Dynamic.Resource(widgetGVR).Namespace("default")
+	dyn := dynamicFor(t, cluster).Resource(widgetGVR).Namespace("default")
 	before := count()
 	if _, err := dyn.Patch(ctx, "good", types.MergePatchType, []byte(`{"spec":{"size":"huge"}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
@@ -65,7 +64,7 @@ func TestDiscoveryErrors(t *testing.T) {
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := informer.New(informer.Clients{Kube: fake.NewClientset(), Dynamic: newDynamic(), Mapper: tt.mapper},
+			c, err := informer.New(clientsWith(t, tt.mapper),
 				informer.Options{Scheme: builtinAndWidgetScheme(t)})
 			if err != nil {
 				t.Fatal(err)

@@ -55,9 +55,8 @@
 // docs/design.md).
 //
 // Custom Go types are listed and watched as JSON decoded straight into
-// their Go type. Both go through Clients.Config, which a manager sets; a
-// Cache without it lists through the clientset and dynamic client it was
-// given (For picks, in one place: builtin.go). An object
+// their Go type. Both go through Clients.Config, which a manager sets
+// (For picks, in one place: builtin.go). An object
 // that does not decode into its Go type (a CRD schema that drifted from the
 // struct) is left out of the cache, logged through the logger of Start's
 // ctx and counted in ctrlkit_cache_decode_errors_total{informer}

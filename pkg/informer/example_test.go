@@ -6,27 +6,23 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/go-logr/logr"
 
+	"github.com/ctrlkit/ctrlkit/pkg/fake"
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 )
 
 // exampleClients stands in for the clients a Manager builds from a rest
-// config: a fake clientset holding objs.
+// config: a fake API server (pkg/fake) holding objs.
 func exampleClients(objs ...runtime.Object) informer.Clients {
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
-	return informer.Clients{
-		Kube:    fake.NewClientset(objs...),
-		Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
-		Mapper:  mapper,
+	cluster, err := fake.New(fake.Options{Objects: objs})
+	if err != nil {
+		panic(err)
 	}
+	return informer.Clients{Config: cluster.Config(), Mapper: cluster.RESTMapper()}
 }
 
 func exampleConfigMap(ns, name string, labels map[string]string) *corev1.ConfigMap {

@@ -14,3 +14,16 @@ func NamespaceIndexes[T runtime.Object](i *Informer[T]) map[string]bool {
 	}
 	return out
 }
+
+// Waiting reports, summed over i's informers, AwaitWrite's count of
+// waiters and the waiters registered.
+func Waiting[T runtime.Object](i *Informer[T]) (waiting int32, registered int) {
+	for _, p := range i.current() {
+		tr := &p.writes
+		tr.mu.Lock()
+		waiting += tr.waiting.Load()
+		registered += len(tr.waiters)
+		tr.mu.Unlock()
+	}
+	return waiting, registered
+}

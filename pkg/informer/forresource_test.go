@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 )
@@ -23,8 +22,8 @@ func TestForResourceByType(t *testing.T) {
 		w.SetLabels(map[string]string{"size": "big"})
 		return w
 	}
-	dyn := newDynamic(big("team-a", "big"), unstructuredWidget("team-a", "small", 1), big("team-b", "big"))
-	c, err := informer.New(informer.Clients{Kube: fake.NewClientset(), Dynamic: dyn, Mapper: newMapper(widgetGVK)}, informer.Options{
+	dyn := newCluster(t, big("team-a", "big"), unstructuredWidget("team-a", "small", 1), big("team-b", "big"))
+	c, err := informer.New(dyn.withMapper(newMapper(widgetGVK)), informer.Options{
 		Scheme: builtinAndWidgetScheme(t),
 		ByType: map[runtime.Object]informer.TypeOptions{
 			&Widget{}:           {Namespaces: []string{"team-a"}, LabelSelector: "size=big"},
@@ -54,8 +53,8 @@ func TestForResourceByType(t *testing.T) {
 // type to the informer's resource. client-go resyncs handlers at most once
 // a second, so this test takes about that long.
 func TestForResourceResyncByType(t *testing.T) {
-	dyn := newDynamic(unstructuredWidget("default", "w", 1))
-	c, err := informer.New(informer.Clients{Kube: fake.NewClientset(), Dynamic: dyn, Mapper: newMapper(widgetGVK)}, informer.Options{
+	dyn := newCluster(t, unstructuredWidget("default", "w", 1))
+	c, err := informer.New(dyn.withMapper(newMapper(widgetGVK)), informer.Options{
 		Scheme:       builtinAndWidgetScheme(t),
 		ResyncByType: map[runtime.Object]time.Duration{&Widget{}: time.Second}, // Resync stays 0: none by default
 	})

@@ -10,8 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
@@ -55,7 +53,6 @@ func (l *GadgetList) DeepCopyObject() runtime.Object {
 var (
 	gadgetGV  = schema.GroupVersion{Group: "globalscheme.test.ctrlkit.io", Version: "v1"}
 	gadgetGVK = gadgetGV.WithKind("Gadget")
-	gadgetGVR = gadgetGV.WithResource("gadgets")
 )
 
 // registerGadgetGlobally adds Gadget to client-go's global scheme, the way
@@ -70,9 +67,9 @@ var registerGadgetGlobally = sync.OnceFunc(func() {
 
 // TestForCustomTypeInGlobalScheme declares a custom type registered into
 // client-go's global scheme, with Options.Scheme left nil (so the Cache's
-// scheme is that global one): it is still custom, listed through the
-// dynamic client, because client-go's informers do not serve it. Built-in
-// types of the same Cache still come from the SharedInformerFactory.
+// scheme is that global one): it is still custom, listed as JSON decoded
+// straight into it, and built-in types of the same Cache are still listed
+// in protobuf.
 func TestForCustomTypeInGlobalScheme(t *testing.T) {
 	registerGadgetGlobally()
 	gadget := &unstructured.Unstructured{Object: map[string]any{
@@ -80,12 +77,8 @@ func TestForCustomTypeInGlobalScheme(t *testing.T) {
 		"kind":       "Gadget",
 		"metadata":   map[string]any{"namespace": "default", "name": "g1"},
 	}}
-	// This dynamic client lists gadgets only: a ConfigMap informer built
-	// on it would fail, so a synced ConfigMap proves the factory served it.
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{gadgetGVR: "GadgetList"}, gadget)
-	kube := fake.NewClientset(configMap("default", "cm", nil))
-	c, err := informer.New(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: newMapper(gadgetGVK)}, informer.Options{})
+	kube := newClusterIn(t, kubescheme.Scheme, configMap("default", "cm", nil), gadget)
+	c, err := informer.New(kube.withMapper(newMapper(gadgetGVK)), informer.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

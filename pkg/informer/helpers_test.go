@@ -2,6 +2,7 @@ package informer_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -13,9 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/dynamic"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/ctrlkit/ctrlkit/internal/faketest"
+	ckfake "github.com/ctrlkit/ctrlkit/pkg/fake"
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 )
 
@@ -96,21 +99,46 @@ func newMapper(extra ...schema.GroupVersionKind) meta.RESTMapper {
 	return m
 }
 
-// newDynamic returns a fake dynamic client holding objs (unstructured
-// Widgets), able to list widgets.
-func newDynamic(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
-	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{widgetGVR: "WidgetList"}, objs...)
+// cluster is a fake API server (pkg/fake) and a clientset on it: writes
+// through the clientset are the fake's, and the informers list and watch
+// it, through the reactors the test adds, as they would kube-apiserver.
+type cluster struct {
+	*faketest.Cluster
 }
 
-// newCache returns a Cache over a fake clientset holding objs.
-func newCache(t *testing.T, kube *fake.Clientset, opts informer.Options) *informer.Cache {
+// newCluster returns a fake API server that serves the built-in kinds and
+// Widgets, holding objs.
+func newCluster(t *testing.T, objs ...runtime.Object) *cluster {
 	t.Helper()
-	c, err := informer.New(informer.Clients{Kube: kube, Dynamic: newDynamic(), Mapper: newMapper()}, opts)
+	s := runtime.NewScheme()
+	if err := kubescheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	s.AddKnownTypes(widgetGV, &Widget{}, &WidgetList{})
+	metav1.AddToGroupVersion(s, widgetGV)
+	return newClusterIn(t, s, objs...)
+}
+
+// newClusterIn returns a fake API server that serves the kinds of scheme,
+// holding objs.
+func newClusterIn(t *testing.T, scheme *runtime.Scheme, objs ...runtime.Object) *cluster {
+	t.Helper()
+	return &cluster{faketest.NewCluster(t, ckfake.Options{Scheme: scheme, Objects: objs})}
+}
+
+// clients returns Clients over c.
+func (c *cluster) clients() informer.Clients {
+	return informer.Clients{Config: c.Config(), Mapper: c.RESTMapper()}
+}
+
+// newCache returns a Cache over c.
+func newCache(t *testing.T, c *cluster, opts informer.Options) *informer.Cache {
+	t.Helper()
+	cache, err := informer.New(c.clients(), opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	return c
+	return cache
 }
 
 // start starts c, stops it when the test ends, and waits for it to sync.
@@ -144,3 +172,58 @@ func unstructuredWidget(ns, name string, size int64) *unstructured.Unstructured 
 		"spec":       map[string]any{"size": size},
 	}}
 }
+
+// clientsWith returns Clients over a new fake API server holding objs,
+// resolving kinds with mapper (nil: the fake's, which serves every kind).
+func clientsWith(t *testing.T, mapper meta.RESTMapper, objs ...runtime.Object) informer.Clients {
+	t.Helper()
+	c := newCluster(t, objs...).clients()
+	if mapper != nil {
+		c.Mapper = mapper
+	}
+	return c
+}
+
+// withMapper returns Clients over c, resolving kinds with mapper.
+func (c *cluster) withMapper(mapper meta.RESTMapper) informer.Clients {
+	cl := c.clients()
+	cl.Mapper = mapper
+	return cl
+}
+
+// add creates objs in c, as a client would.
+func (c *cluster) add(t *testing.T, objs ...runtime.Object) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(c.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range objs {
+		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{Object: content}
+		m, err := c.RESTMapper().RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dyn.Resource(m.Resource).Namespace(u.GetNamespace()).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// react makes verb ("list" or "watch") requests for resource be answered
+// by r first, for the Clients that c.clients returns from now on.
+func (c *cluster) react(verb, resource string, r faketest.Reactor) {
+	c.React(func(req *http.Request) (*http.Response, error) {
+		if !faketest.Is(req, resource, verb == "watch") {
+			return nil, nil
+		}
+		return r(req)
+	})
+}
+
+// statusResponse is the API server's answer of err.
+var statusResponse = faketest.Status

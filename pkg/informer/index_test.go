@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,8 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
@@ -96,7 +93,7 @@ func TestIndexLookups(t *testing.T) {
 	}
 	for _, when := range []string{"before start", "after start"} {
 		t.Run(when, func(t *testing.T) {
-			c := newCache(t, fake.NewClientset(objs...), informer.Options{})
+			c := newCache(t, newCluster(t, objs...), informer.Options{})
 			cms, err := informer.For[*corev1.ConfigMap](c)
 			if err != nil {
 				t.Fatal(err)
@@ -141,7 +138,7 @@ func TestIndexLookups(t *testing.T) {
 // write moves the object between keys, in both lookups, and that a delete
 // removes it.
 func TestIndexFollowsWrites(t *testing.T) {
-	kube := fake.NewClientset(ownedBy("team-b", "other", "alice"))
+	kube := newCluster(t, ownedBy("team-b", "other", "alice"))
 	c := newCache(t, kube, informer.Options{})
 	cms, err := informer.For[*corev1.ConfigMap](c)
 	if err != nil {
@@ -153,22 +150,19 @@ func TestIndexFollowsWrites(t *testing.T) {
 	}
 	l := cms.Lister()
 	api := kube.CoreV1().ConfigMaps("team-a")
-	rv := 10
 	write := func(owner string) {
 		t.Helper()
-		rv++
 		cm := ownedBy("team-a", "x", owner)
-		cm.ResourceVersion = strconv.Itoa(rv)
 		_, err := api.Get(t.Context(), "x", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			_, err = api.Create(t.Context(), cm, metav1.CreateOptions{})
+			cm, err = api.Create(t.Context(), cm, metav1.CreateOptions{})
 		} else {
-			_, err = api.Update(t.Context(), cm, metav1.UpdateOptions{})
+			cm, err = api.Update(t.Context(), cm, metav1.UpdateOptions{})
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, fmt.Sprintf("team-a/x at resourceVersion %d", rv), func() bool {
+		waitFor(t, "team-a/x at resourceVersion "+cm.ResourceVersion, func() bool {
 			got, err := l.Get("team-a", "x")
 			return err == nil && got.ResourceVersion == cm.ResourceVersion
 		})
@@ -343,7 +337,7 @@ func TestAddIndexErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newCache(t, fake.NewClientset(ownedBy("default", "a", "alice")), informer.Options{})
+			c := newCache(t, newCluster(t, ownedBy("default", "a", "alice")), informer.Options{})
 			cms, err := informer.For[*corev1.ConfigMap](c)
 			if err != nil {
 				t.Fatal(err)
@@ -372,7 +366,7 @@ func TestAddIndexErrors(t *testing.T) {
 	}
 
 	t.Run("a failed declaration leaves the first one working", func(t *testing.T) {
-		c := newCache(t, fake.NewClientset(ownedBy("default", "a", "alice")), informer.Options{})
+		c := newCache(t, newCluster(t, ownedBy("default", "a", "alice")), informer.Options{})
 		cms, err := informer.For[*corev1.ConfigMap](c)
 		if err != nil {
 			t.Fatal(err)
@@ -397,7 +391,7 @@ func mustAddIndex[T runtime.Object](t *testing.T, inf *informer.Informer[T], nam
 }
 
 func TestByIndexErrors(t *testing.T) {
-	c := newCache(t, fake.NewClientset(ownedBy("default", "a", "alice")), informer.Options{})
+	c := newCache(t, newCluster(t, ownedBy("default", "a", "alice")), informer.Options{})
 	cms, err := informer.For[*corev1.ConfigMap](c)
 	if err != nil {
 		t.Fatal(err)
@@ -545,8 +539,8 @@ func TestIndexCustomAndUnstructured(t *testing.T) {
 		u.SetOwnerReferences([]metav1.OwnerReference{ref("apps/v1", "Deployment", "d", true)})
 		return u
 	}
-	dyn := newDynamic(owned("a", "w1"), owned("b", "w2"), unstructuredWidget("a", "loose", 1))
-	c, err := informer.New(informer.Clients{Kube: fake.NewClientset(), Dynamic: dyn, Mapper: newMapper(widgetGVK)},
+	dyn := newCluster(t, owned("a", "w1"), owned("b", "w2"), unstructuredWidget("a", "loose", 1))
+	c, err := informer.New(dyn.withMapper(newMapper(widgetGVK)),
 		informer.Options{Scheme: widgetScheme()})
 	if err != nil {
 		t.Fatal(err)
@@ -584,7 +578,7 @@ func TestIndexCustomAndUnstructured(t *testing.T) {
 // after start: each name is declared once, the others get ErrIndexExists,
 // and under -race no declaration reads client-go's indexers unlocked.
 func TestAddIndexConcurrently(t *testing.T) {
-	c := newCache(t, fake.NewClientset(ownedBy("default", "a", "alice"), ownedBy("default", "b", "bob")), informer.Options{})
+	c := newCache(t, newCluster(t, ownedBy("default", "a", "alice"), ownedBy("default", "b", "bob")), informer.Options{})
 	cms, err := informer.For[*corev1.ConfigMap](c)
 	if err != nil {
 		t.Fatal(err)
@@ -640,27 +634,13 @@ func TestIndexUnderConcurrentWrites(t *testing.T) {
 	)
 	owners := []string{"o0", "o1", "o2", "o3", "o4"} // the writers' keys
 	namespaces := []string{"ns-0", "ns-1"}
-	var rvs atomic.Int64 // the fake tracker leaves resourceVersions to the writer
-	var staticItems []corev1.ConfigMap
+	// The objects no writer touches: enough of them that AddIndex's
+	// filing overlaps the writers' events.
+	var staticObjs []runtime.Object
 	for i := range statics {
-		cm := ownedBy(namespaces[i/10%2], fmt.Sprintf("static-%d", i), fmt.Sprintf("s%d", i%10))
-		cm.ResourceVersion = strconv.FormatInt(rvs.Add(1), 10)
-		staticItems = append(staticItems, *cm)
+		staticObjs = append(staticObjs, ownedBy(namespaces[i/10%2], fmt.Sprintf("static-%d", i), fmt.Sprintf("s%d", i%10)))
 	}
-	kube := fake.NewClientset()
-	// The fake tracker takes milliseconds per object, so the objects no
-	// writer touches are added to its lists instead: enough of them that
-	// AddIndex's filing overlaps the writers' events.
-	kube.PrependReactor("list", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		gvk := corev1.SchemeGroupVersion.WithKind("ConfigMap")
-		obj, err := kube.Tracker().List(a.GetResource(), gvk, a.GetNamespace())
-		if err != nil {
-			return true, nil, err
-		}
-		list := obj.(*corev1.ConfigMapList)
-		list.Items = append(list.Items, staticItems...)
-		return true, list, nil
-	})
+	kube := newCluster(t, staticObjs...)
 	c := newCache(t, kube, informer.Options{})
 	cms, err := informer.For[*corev1.ConfigMap](c)
 	if err != nil {
@@ -718,7 +698,6 @@ func TestIndexUnderConcurrentWrites(t *testing.T) {
 				case n == len(owners)-1: // two keys
 					cm.Labels = map[string]string{"owner": owners[rnd.IntN(2)] + "." + owners[2+rnd.IntN(3)]}
 				} // else none
-				cm.ResourceVersion = strconv.FormatInt(rvs.Add(1), 10)
 				var err error
 				switch {
 				case !exists[j]:

@@ -3,7 +3,6 @@ package informer
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
 	"github.com/ctrlkit/ctrlkit/internal/kube"
@@ -27,13 +26,9 @@ import (
 // behaviour: at the last resourceVersion seen, or, when that
 // has expired, consistent and paginated.
 
-// listingKube, listingDynamic and listingMetadata are clients whose
-// informers list (kube.NoWatchList).
+// listingDynamic and listingMetadata are clients whose informers list
+// (kube.NoWatchList).
 type (
-	listingKube struct {
-		kubernetes.Interface
-		kube.NoWatchList
-	}
 	listingDynamic struct {
 		dynamic.Interface
 		kube.NoWatchList

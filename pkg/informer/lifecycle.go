@@ -446,7 +446,7 @@ func (c *Cache) serves(e *entry) (bool, error) {
 
 // servesResource asks discovery whether the API server serves gvr.
 func (c *Cache) servesResource(gvr schema.GroupVersionResource) (bool, error) {
-	list, err := c.clients.Kube.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	list, err := c.built.discovery.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	} else if err != nil {

@@ -1,14 +1,12 @@
 package informer
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 )
@@ -23,7 +21,7 @@ var metadataType = reflect.TypeFor[*metav1.PartialObjectMetadata]()
 // objects' metadata (metav1.PartialObjectMetadata: name, namespace, labels,
 // annotations, ownerReferences, finalizers, uid, resourceVersion and the
 // other ObjectMeta fields, never spec, status or data), through client-go's
-// metadata client (Clients.Metadata, or one built from Clients.Config).
+// metadata client.
 // Watching Secrets or Pods cluster-wide only to map them to their owners
 // then costs a fraction of the memory of For.
 //
@@ -68,10 +66,7 @@ func ForMetadata[T runtime.Object](c *Cache, in ...*Scope) (*Informer[*metav1.Pa
 		return nil, err
 	}
 	e, err := c.declare(key, gvk.GroupKind(), rt, name, decl, p.resolved, func() (plan, error) {
-		mc, err := c.metadataClient()
-		if err != nil {
-			return plan{}, fmt.Errorf("informer: ForMetadata[%v]: %w", rt, err)
-		}
+		mc := c.built.metadata
 		p.newInformer = func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions), _ *sharer) (cache.SharedIndexInformer, error) {
 			return metadatainformer.NewFilteredMetadataInformer(listingMetadata{Interface: mc}, gvr, ns, c.resyncFor(rt),
 				indexersFor(ns), tweak).Informer(), nil
@@ -83,28 +78,6 @@ func ForMetadata[T runtime.Object](c *Cache, in ...*Scope) (*Informer[*metav1.Pa
 		return nil, err
 	}
 	return newInformer[*metav1.PartialObjectMetadata](e), nil
-}
-
-// metadataClient returns Clients.Metadata, building it from Clients.Config
-// the first time if it is nil. Called under c.mu. A client built from
-// Config has its own client-side rate limit (Config's QPS and Burst).
-func (c *Cache) metadataClient() (metadata.Interface, error) {
-	if c.clients.Metadata != nil {
-		return c.clients.Metadata, nil
-	}
-	if c.clients.Config == nil {
-		return nil, errors.New("Clients.Metadata and Clients.Config are nil: set one of them (a manager sets Config)")
-	}
-	hc, err := c.httpClient()
-	if err != nil {
-		return nil, err
-	}
-	mc, err := metadata.NewForConfigAndClient(c.clients.Config, hc)
-	if err != nil {
-		return nil, fmt.Errorf("building the metadata client from Clients.Config: %w", err)
-	}
-	c.clients.Metadata = mc
-	return mc, nil
 }
 
 // conflict returns an error if kind gk is already declared with the other

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 
@@ -298,19 +297,18 @@ func TestForMetadataConflicts(t *testing.T) {
 	})
 }
 
-// TestForMetadataNeedsAClient: without Clients.Metadata and Config the
-// error names both; Clients.Metadata alone is enough.
-func TestForMetadataNeedsAClient(t *testing.T) {
+// TestNewNeedsConfig: a Cache without Clients.Config is an error at New
+// that says what to pass; and ForMetadata's T must name a kind.
+func TestNewNeedsConfig(t *testing.T) {
 	cluster := newFakeCluster(t, kubescheme.Scheme)
 	clients := fakeClients(t, cluster)
 	clients.Config = nil
-	c, err := informer.New(clients, informer.Options{})
+	if _, err := informer.New(clients, informer.Options{}); err == nil || !strings.Contains(err.Error(), "Clients.Config is nil") || !strings.Contains(err.Error(), "pkg/fake") {
+		t.Fatalf("New without Config: err = %v; want one naming Clients.Config and pkg/fake", err)
+	}
+	c, err := informer.New(fakeClients(t, cluster), informer.Options{})
 	if err != nil {
 		t.Fatal(err)
-	}
-	_, err = informer.ForMetadata[*corev1.Secret](c)
-	if err == nil || !strings.Contains(err.Error(), "Clients.Metadata and Clients.Config are nil") {
-		t.Fatalf("err = %v; want one naming Clients.Metadata and Clients.Config", err)
 	}
 	if _, err := informer.ForMetadata[*metav1.PartialObjectMetadata](c); err == nil {
 		t.Fatal("ForMetadata[*metav1.PartialObjectMetadata]: no error; T must name a kind")
@@ -442,14 +440,10 @@ func BenchmarkHeapPerPod_typedVsMetadata(b *testing.B) {
 // and returns the live heap it added per cached object once synced.
 func heapPerObject(b *testing.B, cluster *fake.Cluster, declare func(*informer.Cache) (informer.Source, error)) float64 {
 	b.Helper()
-	kube, err := kubernetes.NewForConfig(cluster.Config())
-	if err != nil {
-		b.Fatal(err)
-	}
 	mp := &metadataProtocol{next: cluster}
 	cfg := cluster.Config()
 	cfg.Transport = mp
-	c, err := informer.New(informer.Clients{Kube: kube, Dynamic: dynamic.NewForConfigOrDie(cluster.Config()), Mapper: cluster.RESTMapper(), Config: cfg}, informer.Options{})
+	c, err := informer.New(informer.Clients{Mapper: cluster.RESTMapper(), Config: cfg}, informer.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

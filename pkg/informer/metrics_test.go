@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 )
@@ -22,9 +21,9 @@ const cacheObjectsHelp = `# HELP ctrlkit_cache_objects Number of objects each de
 // informer, from its declaration on, counting what its store holds at
 // each scrape.
 func TestCollector(t *testing.T) {
-	kube := fake.NewClientset(configMap("team-a", "a", nil), configMap("team-b", "b", nil), namespace("team-a"))
-	dyn := newDynamic(unstructuredWidget("team-a", "w", 1))
-	c, err := informer.New(informer.Clients{Kube: kube, Dynamic: dyn, Mapper: newMapper(widgetGVK)},
+	kube := newCluster(t, configMap("team-a", "a", nil), configMap("team-b", "b", nil), namespace("team-a"))
+	kube.add(t, unstructuredWidget("team-a", "w", 1))
+	c, err := informer.New(kube.withMapper(newMapper(widgetGVK)),
 		informer.Options{Scheme: builtinAndWidgetScheme(t)})
 	if err != nil {
 		t.Fatal(err)

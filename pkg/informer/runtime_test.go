@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	goruntime "runtime"
 	"slices"
 	"sync"
@@ -17,12 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ctrlkit/ctrlkit/pkg/fake"
@@ -33,7 +30,7 @@ import (
 // and no other, through one Lister, handler and index; reading another
 // namespace is an error, not an empty answer.
 func TestSeveralNamespaces(t *testing.T) {
-	kube := kubefake.NewClientset(
+	kube := newCluster(t,
 		configMap("a", "x", nil), configMap("b", "x", nil), configMap("c", "x", nil), configMap("d", "x", nil),
 	)
 	c := newCache(t, kube, informer.Options{Namespaces: []string{"a", "b", "c"}})
@@ -97,8 +94,7 @@ func TestSeveralNamespaces(t *testing.T) {
 	}
 
 	// A new object in a cached namespace reaches the Lister (AwaitWrite
-	// over several namespaces is tested in TestAwaitWriteOutOfScope: this
-	// fake clientset writes no resourceVersions, so nothing is awaited).
+	// over several namespaces is tested in TestAwaitWriteOutOfScope).
 	if _, err := kube.CoreV1().ConfigMaps("b").Create(t.Context(), configMap("b", "new", nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +116,7 @@ func namespacesOf(cms []*corev1.ConfigMap) []string {
 // TestUseAndRelease: an informer stops and is forgotten when its last use
 // is released, not before; a new declaration gets a new informer.
 func TestUseAndRelease(t *testing.T) {
-	kube := kubefake.NewClientset(configMap("default", "x", nil))
+	kube := newCluster(t, configMap("default", "x", nil))
 	c := newCache(t, kube, informer.Options{})
 	cms, err := informer.For[*corev1.ConfigMap](c)
 	if err != nil {
@@ -191,10 +187,6 @@ func BenchmarkHeapReturnedOnRemoval(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	kube, err := kubernetes.NewForConfig(cluster.Config())
-	if err != nil {
-		b.Fatal(err)
-	}
 	heap := func() float64 {
 		var m goruntime.MemStats
 		goruntime.GC()
@@ -204,7 +196,7 @@ func BenchmarkHeapReturnedOnRemoval(b *testing.B) {
 	}
 	var before, holding, after float64
 	for b.Loop() {
-		c, err := informer.New(informer.Clients{Kube: kube, Dynamic: dynamic.NewForConfigOrDie(cluster.Config()), Mapper: cluster.RESTMapper()}, informer.Options{})
+		c, err := informer.New(informer.Clients{Config: cluster.Config(), Mapper: cluster.RESTMapper()}, informer.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -247,32 +239,30 @@ func BenchmarkHeapReturnedOnRemoval(b *testing.B) {
 // false; when discovery serves the resource again, it starts again and
 // delivers the objects anew.
 func TestResourceGoneAndBack(t *testing.T) {
-	kube := kubefake.NewClientset(configMap("default", "a", nil))
-	kube.Resources = []*metav1.APIResourceList{{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "configmaps", Namespaced: true, Kind: "ConfigMap"}}}}
+	kube := newCluster(t, configMap("default", "a", nil))
 	var gone atomic.Bool
 	notFound := apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "")
-	kube.PrependReactor("get", "resource", func(k8stesting.Action) (bool, runtime.Object, error) { // discovery
+	ifGone := func(*http.Request) (*http.Response, error) {
 		if gone.Load() {
-			return true, nil, notFound
+			return statusResponse(notFound), nil
 		}
-		return false, nil, nil
-	})
-	kube.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if gone.Load() {
-			return true, nil, notFound
-		}
-		return false, nil, nil
-	})
+		return nil, nil
+	}
+	kube.react("list", "v1", ifGone) // discovery
+	kube.react("list", "configmaps", ifGone)
+	// The watch is one the test ends: an empty JSON stream, open until
+	// stop is called.
 	var watches sync.Mutex
-	var current *watch.RaceFreeFakeWatcher
-	kube.PrependWatchReactor("configmaps", func(k8stesting.Action) (bool, watch.Interface, error) {
+	var stop func()
+	kube.react("watch", "configmaps", func(*http.Request) (*http.Response, error) {
 		watches.Lock()
 		defer watches.Unlock()
 		if gone.Load() {
-			return true, nil, notFound
+			return statusResponse(notFound), nil
 		}
-		current = watch.NewRaceFreeFake()
-		return true, current, nil
+		r, w := io.Pipe()
+		stop = func() { w.Close() }
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: r}, nil
 	})
 	c := newCache(t, kube, informer.Options{DiscoveryInterval: 10 * time.Millisecond})
 	cms, err := informer.For[*corev1.ConfigMap](c)
@@ -298,11 +288,11 @@ func TestResourceGoneAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, c)
-	waitFor(t, "the watch", func() bool { watches.Lock(); defer watches.Unlock(); return current != nil })
+	waitFor(t, "the watch", func() bool { watches.Lock(); defer watches.Unlock(); return stop != nil })
 
 	gone.Store(true)
 	watches.Lock()
-	current.Stop() // the watch ends; the relist finds the resource gone
+	stop() // the watch ends; the relist finds the resource gone
 	watches.Unlock()
 	waitFor(t, "the informer to stop", func() bool { return !cms.Served() })
 	if cms.HasSynced() || cms.Len() != 0 {

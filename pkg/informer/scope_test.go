@@ -14,8 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 
@@ -82,12 +80,7 @@ func scopedCluster(t *testing.T, objs ...runtime.Object) *informer.Cache {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kube, err := kubernetes.NewForConfig(cluster.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := informer.New(informer.Clients{Kube: kube, Dynamic: dynamic.NewForConfigOrDie(cluster.Config()), Mapper: cluster.RESTMapper(),
-		Config: cluster.Config()}, informer.Options{})
+	c, err := informer.New(informer.Clients{Mapper: cluster.RESTMapper(), Config: cluster.Config()}, informer.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,8 +197,7 @@ func TestScopeSetBeforeStart(t *testing.T) {
 			return rt.RoundTrip(req)
 		})
 	})
-	kube := kubernetes.NewForConfigOrDie(cfg)
-	c, err := informer.New(informer.Clients{Kube: kube, Dynamic: dynamic.NewForConfigOrDie(cfg), Mapper: cluster.RESTMapper(), Config: cfg}, informer.Options{})
+	c, err := informer.New(informer.Clients{Mapper: cluster.RESTMapper(), Config: cfg}, informer.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
@@ -69,8 +68,8 @@ func TestStripManagedFields(t *testing.T) {
 	}
 }
 
-// TestCachedManagedFields runs a real informer over a fake clientset whose
-// tracker holds objects with managedFields, typed and custom.
+// TestCachedManagedFields runs a real informer over a fake API server that
+// holds objects with managedFields, typed and custom.
 func TestCachedManagedFields(t *testing.T) {
 	tests := []struct {
 		name string
@@ -82,10 +81,10 @@ func TestCachedManagedFields(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			kube := fake.NewClientset(withManagedFields(configMap("default", "a", nil)))
 			w := unstructuredWidget("default", "w", 3)
 			w.SetManagedFields(managedFields)
-			c, err := informer.New(informer.Clients{Kube: kube, Dynamic: newDynamic(w), Mapper: newMapper(widgetGVK)},
+			kube := newCluster(t, withManagedFields(configMap("default", "a", nil)), w)
+			c, err := informer.New(kube.withMapper(newMapper(widgetGVK)),
 				informer.Options{KeepManagedFields: tt.keep, Scheme: builtinAndWidgetScheme(t)})
 			if err != nil {
 				t.Fatal(err)
@@ -137,7 +136,7 @@ func TestShareMetadata(t *testing.T) {
 			a, b := configMap("default", "a", lbls), configMap("default", "b", maps.Clone(lbls))
 			a.Data = map[string]string{"k": "va"}
 			b.Annotations = map[string]string{"note": "b"}
-			c := newCache(t, fake.NewClientset(a, b), informer.Options{ShareMetadata: share})
+			c := newCache(t, newCluster(t, a, b), informer.Options{ShareMetadata: share})
 			cms, err := informer.For[*corev1.ConfigMap](c)
 			if err != nil {
 				t.Fatal(err)

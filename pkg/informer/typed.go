@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ctrlkit/ctrlkit/internal/kube"
@@ -46,9 +45,7 @@ func (i *Informer[T]) Lister() Lister[T] { return i.lister }
 // custom type such as *v1alpha1.Website (listed and watched as JSON
 // decoded straight into T; no generated clientset needed), through REST
 // clients built from Clients.Config. A custom type's List type, named
-// after its kind (WebsiteList), must be in the scheme too. A Cache built
-// without Config (over client-go's fake clientsets, say) lists through
-// its clientset and dynamic client instead (builtin.go).
+// after its kind (WebsiteList), must be in the scheme too.
 //
 // For consults the API server's discovery and fails if the server does not
 // serve the type, unless the type's TypeOptions.WhenServed is set: the
@@ -83,12 +80,6 @@ func For[T runtime.Object](c *Cache, in ...*Scope) (*Informer[T], error) {
 	e, err := c.declare(key, gvk.GroupKind(), rt, name, decl, p.resolved, func() (plan, error) {
 		// The one choice of a backend (builtin.go says why each).
 		switch {
-		case c.clients.Config == nil && kube.BuiltIn(gvk, rt):
-			p.newInformer = c.factoryInformer(rt)
-			return p, nil
-		case c.clients.Config == nil:
-			p.newInformer, p.convert = c.dynamicInformer(rt), toTyped(rt)
-			return p, nil
 		case kube.BuiltIn(gvk, rt):
 			newInf, err := c.builtInInformer(rt, gvk)
 			if err != nil {
@@ -146,27 +137,11 @@ func (c *Cache) resolve(where string, rt reflect.Type, gvk schema.GroupVersionKi
 	return p, fmt.Sprintf("%s (%s)", gvrString(p.gvr), what), nil
 }
 
-// factoryInformer builds informers of the clientset's
-// SharedInformerFactory, for a Cache without Config: a factory per
-// informer, so that each namespace's informer is started and stopped on
-// its own.
-func (c *Cache) factoryInformer(rt reflect.Type) builder {
-	return func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions), _ *sharer) (cache.SharedIndexInformer, error) {
-		f := informers.NewSharedInformerFactoryWithOptions(listingKube{Interface: c.clients.Kube}, c.resyncFor(rt),
-			informers.WithNamespace(ns), informers.WithTweakListOptions(tweak))
-		gi, err := f.ForResource(gvr)
-		if err != nil {
-			return nil, err
-		}
-		return gi.Informer(), nil
-	}
-}
-
 // dynamicInformer builds informers of the dynamic client, resynced as Go
 // type rt (nil: the Cache's default).
 func (c *Cache) dynamicInformer(rt reflect.Type) builder {
 	return func(gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions), _ *sharer) (cache.SharedIndexInformer, error) {
-		return dynamicinformer.NewFilteredDynamicInformer(listingDynamic{Interface: c.clients.Dynamic}, gvr, ns, c.resyncFor(rt),
+		return dynamicinformer.NewFilteredDynamicInformer(listingDynamic{Interface: c.built.dynamic}, gvr, ns, c.resyncFor(rt),
 			indexersFor(ns), tweak).Informer(), nil
 	}
 }
@@ -217,22 +192,6 @@ func ForResource(c *Cache, gvr schema.GroupVersionResource, in ...*Scope) (*Info
 		return nil, err
 	}
 	return newInformer[*unstructured.Unstructured](e), nil
-}
-
-// toTyped converts unstructured objects from the dynamic client into new
-// values of the pointer type rt.
-func toTyped(rt reflect.Type) cache.TransformFunc {
-	return func(obj any) (any, error) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return obj, nil
-		}
-		out := reflect.New(rt.Elem()).Interface()
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), out); err != nil {
-			return nil, fmt.Errorf("converting %s %s/%s to %v: %w", u.GetKind(), u.GetNamespace(), u.GetName(), rt, err)
-		}
-		return out, nil
-	}
 }
 
 func gvrString(gvr schema.GroupVersionResource) string {

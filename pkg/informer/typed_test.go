@@ -9,14 +9,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 )
 
 func TestLister(t *testing.T) {
-	kube := fake.NewClientset(
+	kube := newCluster(t,
 		configMap("team-a", "web", map[string]string{"app": "web"}),
 		configMap("team-a", "db", map[string]string{"app": "db"}),
 		configMap("team-b", "web", map[string]string{"app": "web"}),
@@ -109,11 +108,10 @@ func keyOfGet[T metav1.Object](obj T, err error) (string, error) {
 }
 
 // TestForCustomType declares a typed informer for a custom Go type: the
-// objects come through the dynamic client as unstructured and are
-// converted to *Widget before they enter the cache.
+// objects are listed and watched as JSON decoded straight into *Widget.
 func TestForCustomType(t *testing.T) {
-	dyn := newDynamic(unstructuredWidget("default", "small", 1), unstructuredWidget("default", "large", 42))
-	c, err := informer.New(informer.Clients{Kube: fake.NewClientset(), Dynamic: dyn, Mapper: newMapper(widgetGVK)},
+	dyn := newCluster(t, unstructuredWidget("default", "small", 1), unstructuredWidget("default", "large", 42))
+	c, err := informer.New(dyn.withMapper(newMapper(widgetGVK)),
 		informer.Options{Scheme: widgetScheme()})
 	if err != nil {
 		t.Fatal(err)
@@ -162,8 +160,8 @@ func TestForCustomType(t *testing.T) {
 
 // TestForResourceUnstructured declares the same resource untyped.
 func TestForResourceUnstructured(t *testing.T) {
-	dyn := newDynamic(unstructuredWidget("default", "w", 7))
-	c, err := informer.New(informer.Clients{Kube: fake.NewClientset(), Dynamic: dyn, Mapper: newMapper(widgetGVK)}, informer.Options{})
+	dyn := newCluster(t, unstructuredWidget("default", "w", 7))
+	c, err := informer.New(dyn.withMapper(newMapper(widgetGVK)), informer.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
@@ -16,7 +15,7 @@ import (
 // Run, the number of cached objects once it has synced.
 func TestCacheObjectsMetric(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := newManager(t, fake.NewClientset(configMap("default", "a"), configMap("default", "b")), manager.Options{Registry: reg})
+	m := newManager(t, newCluster(t, configMap("default", "a"), configMap("default", "b")), manager.Options{Registry: reg})
 	cms, err := informer.For[*corev1.ConfigMap](m.Cache())
 	if err != nil {
 		t.Fatal(err)

@@ -11,14 +11,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/ctrlkit/ctrlkit/pkg/informer"
+	"github.com/ctrlkit/ctrlkit/internal/faketest"
+	ckfake "github.com/ctrlkit/ctrlkit/pkg/fake"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
 	"github.com/ctrlkit/ctrlkit/pkg/reconcile"
 )
@@ -27,19 +26,29 @@ import (
 // sooner.
 const waitTimeout = 10 * time.Second
 
-// newManager returns a Manager over kube, a fake dynamic client and a
-// RESTMapper that serves ConfigMaps.
-func newManager(t *testing.T, kube *fake.Clientset, opts manager.Options) *manager.Manager {
+// cluster is a fake API server (pkg/fake), a clientset on it, and the
+// reactors its Config's requests meet first.
+type cluster = faketest.Cluster
+
+// newCluster returns a fake API server holding objs.
+func newCluster(t *testing.T, objs ...runtime.Object) *cluster {
 	t.Helper()
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
-	m, err := manager.NewWithClients(informer.Clients{
-		Kube:    kube,
-		Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
-		Mapper:  mapper,
-	}, opts)
+	return faketest.NewCluster(t, ckfake.Options{Objects: objs})
+}
+
+// isList reports whether req lists resource (a plural such as
+// "configmaps").
+func isList(req *http.Request, resource string) bool { return faketest.Is(req, resource, false) }
+
+// statusResponse is the API server's answer of err.
+var statusResponse = faketest.Status
+
+// newManager returns a Manager over c.
+func newManager(t *testing.T, c *cluster, opts manager.Options) *manager.Manager {
+	t.Helper()
+	m, err := manager.New(c.Config(), opts)
 	if err != nil {
-		t.Fatalf("NewWithClients: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	return m
 }
@@ -129,33 +138,37 @@ func getURL(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// blockList makes kube's ConfigMap lists wait until the returned release
+// blockList makes c's ConfigMap lists wait until the returned release
 // is called (or the test ends). listing is closed when the first list
-// arrives, that is once Run has started the informers. The fake clientset
-// holds its lock while a reactor runs, so release before anything else
-// calls kube, and before stopping Run.
-func blockList(t *testing.T, kube *fake.Clientset) (listing <-chan struct{}, release func()) {
+// arrives, that is once Run has started the informers.
+func blockList(t *testing.T, c *cluster) (listing <-chan struct{}, release func()) {
 	started := make(chan struct{})
 	released := make(chan struct{})
 	var startOnce, releaseOnce sync.Once
 	release = func() { releaseOnce.Do(func() { close(released) }) }
 	testDone := t.Context().Done()
-	kube.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+	c.React(func(req *http.Request) (*http.Response, error) {
+		if !isList(req, "configmaps") {
+			return nil, nil
+		}
 		startOnce.Do(func() { close(started) })
 		select {
 		case <-released:
 		case <-testDone:
 		}
-		return false, nil, nil // on to the object tracker
+		return nil, nil // on to the fake
 	})
 	return started, release
 }
 
-// failList makes every ConfigMap list of kube fail, so informers for
+// failList makes every ConfigMap list of c fail, so informers for
 // ConfigMaps never sync.
-func failList(kube *fake.Clientset) {
-	kube.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, errors.New("configmaps are forbidden")
+func failList(c *cluster) {
+	c.React(func(req *http.Request) (*http.Response, error) {
+		if !isList(req, "configmaps") {
+			return nil, nil
+		}
+		return statusResponse(apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("configmaps are forbidden"))), nil
 	})
 }
 

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/goleak"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -146,7 +145,7 @@ func TestLogsThroughManagerLogger(t *testing.T) {
 	klog.SetLogger(funcr.New(capture(&glob), funcr.Options{Verbosity: 10}))
 	defer klog.ClearLogger()
 
-	kube := fake.NewClientset(configMap("default", "a"))
+	kube := newCluster(t, configMap("default", "a"))
 	opts, _ := electedOptions()
 	opts.Logger = funcr.New(capture(&local), funcr.Options{Verbosity: 10})
 	m := newManager(t, kube, opts)

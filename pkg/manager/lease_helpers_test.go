@@ -1,8 +1,13 @@
 package manager_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,10 +17,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/apimachinery/pkg/types"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
@@ -33,30 +37,41 @@ const (
 
 var leases = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
 
-// leaseAPI is the Lease on a fake clientset, which another replica (the
+// leaseAPI is the Lease on a fake API server, which another replica (the
 // thief) can hold: while it does, writes naming anyone else conflict.
 type leaseAPI struct {
-	kube *fake.Clientset
+	kube *cluster
 
 	mu    sync.Mutex
 	thief string
 }
 
-func newLeaseAPI(kube *fake.Clientset) *leaseAPI {
+func newLeaseAPI(kube *cluster) *leaseAPI {
 	a := &leaseAPI{kube: kube}
-	kube.PrependReactor("*", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+	kube.React(func(req *http.Request) (*http.Response, error) {
+		if (req.Method != http.MethodPut && req.Method != http.MethodPost) || !strings.Contains(req.URL.Path, "/leases") {
+			return nil, nil
+		}
 		a.mu.Lock()
 		thief := a.thief
 		a.mu.Unlock()
-		w, ok := action.(interface{ GetObject() runtime.Object })
-		if !ok || thief == "" {
-			return false, nil, nil
+		if thief == "" {
+			return nil, nil
 		}
-		l := w.GetObject().(*coordinationv1.Lease)
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		obj, _, err := kubescheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("decoding a Lease write: %w", err)
+		}
+		l := obj.(*coordinationv1.Lease)
 		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != thief {
-			return true, nil, apierrors.NewConflict(leases, l.Name, errors.New("the object has been modified"))
+			return statusResponse(apierrors.NewConflict(leases, l.Name, errors.New("the object has been modified"))), nil
 		}
-		return false, nil, nil
+		return nil, nil
 	})
 	return a
 }
@@ -100,11 +115,11 @@ func (a *leaseAPI) write(t *testing.T, holder string) {
 // holder is who the Lease names.
 func (a *leaseAPI) holder(t *testing.T) string {
 	t.Helper()
-	obj, err := a.kube.Tracker().Get(leases.WithVersion("v1"), "ns", "op")
-	if err != nil {
+	var l coordinationv1.Lease
+	if err := a.kube.Get(types.NamespacedName{Namespace: "ns", Name: "op"}, &l); err != nil {
 		t.Fatalf("reading the Lease: %v", err)
 	}
-	if h := obj.(*coordinationv1.Lease).Spec.HolderIdentity; h != nil {
+	if h := l.Spec.HolderIdentity; h != nil {
 		return *h
 	}
 	return ""

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
@@ -38,7 +37,7 @@ func (s *lossSetup) unstick() { s.once.Do(func() { close(s.release) }) }
 
 func setupLoss(t *testing.T, stuck string, onLost manager.LeaseLostPolicy) *lossSetup {
 	t.Helper()
-	kube := fake.NewClientset(configMap("default", "a"))
+	kube := newCluster(t, configMap("default", "a"))
 	s := &lossSetup{lease: newLeaseAPI(kube), release: make(chan struct{})}
 	t.Cleanup(s.unstick) // after Run's cleanup, which waits for Run
 	opts, _ := electedOptions()
@@ -249,7 +248,7 @@ func TestRecampaign(t *testing.T) {
 // fails because the controller is already running.
 func TestLeaderOnlyControllerError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		kube := fake.NewClientset()
+		kube := newCluster(t)
 		opts, _ := electedOptions()
 		m := newManager(t, kube, opts)
 		ctrl, err := m.AddController("leader-only", newRecorder(), manager.ControllerOptions{}, manager.Watch{Source: configMaps(t, m)})

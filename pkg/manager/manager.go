@@ -137,7 +137,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	// end of a term, which closes a connection that carried its writes,
 	// leaves the watches be.
 	var own conns
-	readHC, cacheKube, cacheDyn, err := ownClients(cfg, &own)
+	readHC, cacheKube, _, err := ownClients(cfg, &own)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager: building the metadata client: %w", err)
 	}
-	m, err := newWithClients(informer.Clients{Kube: cacheKube, Dynamic: cacheDyn, Mapper: mapper, Config: cfg, HTTPClient: readHC}, opts, newElector,
+	m, err := newWithClients(informer.Clients{Config: cfg, HTTPClient: readHC, Mapper: mapper}, opts, newElector,
 		&writers{kube: kube, dyn: dyn, md: md})
 	if err != nil {
 		return nil, err
@@ -235,15 +235,11 @@ type writers struct {
 	md   metadata.Interface
 }
 
-// newWithClients is New after the clients exist; unit tests use it with
-// fake clients. newElector builds the Elector; nil means leader.New over
-// c.Kube. w nil means c's clients write.
+// newWithClients is New after the clients exist: c are the cache's, w
+// write, and newElector builds the Elector.
 func newWithClients(c informer.Clients, opts Options, newElector func(leader.Options) (*leader.Elector, error), w *writers) (*Manager, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
-	}
-	if w == nil {
-		w = &writers{kube: c.Kube, dyn: c.Dynamic, md: c.Metadata}
 	}
 	io := opts.Informers
 	io.Scheme = opts.Scheme
@@ -275,9 +271,6 @@ func newWithClients(c informer.Clients, opts Options, newElector func(leader.Opt
 	}
 	if err := m.registry.Register(cache.Collector()); err != nil {
 		return nil, fmt.Errorf("manager: registering ctrlkit_cache_* metrics: %w", err)
-	}
-	if newElector == nil {
-		newElector = func(o leader.Options) (*leader.Elector, error) { return leader.New(c.Kube, o) }
 	}
 	if err := m.newWebhookServer(); err != nil {
 		return nil, err

@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
@@ -60,12 +59,12 @@ func TestManagersSharingARegistry(t *testing.T) {
 }
 
 func TestAddControllerErrors(t *testing.T) {
-	m := newManager(t, fake.NewClientset(), manager.Options{})
+	m := newManager(t, newCluster(t), manager.Options{})
 	cms, err := informer.For[*corev1.ConfigMap](m.Cache())
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := newManager(t, fake.NewClientset(), manager.Options{})
+	other := newManager(t, newCluster(t), manager.Options{})
 	otherCMs, err := informer.For[*corev1.ConfigMap](other.Cache())
 	if err != nil {
 		t.Fatal(err)
@@ -128,14 +127,14 @@ func TestAddControllerErrors(t *testing.T) {
 }
 
 func TestAddNil(t *testing.T) {
-	m := newManager(t, fake.NewClientset(), manager.Options{})
+	m := newManager(t, newCluster(t), manager.Options{})
 	if err := m.Add(nil); err == nil || !strings.Contains(err.Error(), "Add(nil)") {
 		t.Errorf("Add(nil) = %v, want an error", err)
 	}
 }
 
 func TestAddHealthCheckErrors(t *testing.T) {
-	m := newManager(t, fake.NewClientset(), manager.Options{})
+	m := newManager(t, newCluster(t), manager.Options{})
 	tests := []struct {
 		name  string
 		check string
@@ -161,7 +160,7 @@ func TestAddHealthCheckErrors(t *testing.T) {
 }
 
 func TestAfterRunStarted(t *testing.T) {
-	m := newManager(t, fake.NewClientset(), manager.Options{})
+	m := newManager(t, newCluster(t), manager.Options{})
 	r := run(t, m)
 	eventually(t, "the manager to be ready", m.Ready)
 

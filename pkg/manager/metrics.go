@@ -140,27 +140,17 @@ func anyHost(host string) bool {
 // its own, built from cfg with a rate limiter of its own, so that a flood
 // of tokens on the metrics port cannot spend the request budget the
 // manager's other clients share. It is built from c.Config over
-// c.HTTPClient (the manager's connections, closed when Run returns);
-// without c.Config (a manager on given clients) it is c.Kube. opts has
-// been validated.
+// c.HTTPClient (the manager's connections, closed when Run returns). opts
+// has been validated.
 func newSecureMetrics(opts SecureMetricsOptions, c informer.Clients) (*secureMetrics, error) {
-	kube := c.Kube
-	if c.Config != nil {
-		// Twice the guard's bound on reviews of unknown tokens, leaving
-		// room for the renewals of known ones, which it does not count.
-		const qps, burst = 2 * httpauth.DefaultReviewsPerSecond, 2 * httpauth.DefaultReviewBurst
-		cfg := rest.CopyConfig(c.Config)
-		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
-		hc := c.HTTPClient
-		var err error
-		if hc == nil {
-			if hc, err = rest.HTTPClientFor(cfg); err != nil {
-				return nil, fmt.Errorf("manager: Options.SecureMetrics: building the guard's HTTP client: %w", err)
-			}
-		}
-		if kube, err = kubernetes.NewForConfigAndClient(cfg, hc); err != nil {
-			return nil, fmt.Errorf("manager: Options.SecureMetrics: building the guard's clientset: %w", err)
-		}
+	// Twice the guard's bound on reviews of unknown tokens, leaving room
+	// for the renewals of known ones, which it does not count.
+	const qps, burst = 2 * httpauth.DefaultReviewsPerSecond, 2 * httpauth.DefaultReviewBurst
+	cfg := rest.CopyConfig(c.Config)
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+	kube, err := kubernetes.NewForConfigAndClient(cfg, c.HTTPClient)
+	if err != nil {
+		return nil, fmt.Errorf("manager: Options.SecureMetrics: building the guard's clientset: %w", err)
 	}
 	guard, err := httpauth.New(httpauth.Options{Client: kube})
 	if err != nil {

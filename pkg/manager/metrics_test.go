@@ -1,9 +1,11 @@
 package manager_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,12 +19,9 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/ctrlkit/ctrlkit/pkg/certs"
-	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
 	"github.com/ctrlkit/ctrlkit/pkg/webhook"
 )
@@ -30,19 +29,34 @@ import (
 // reviewer makes kube answer TokenReviews and SubjectAccessReviews as an
 // API server would with the tokens of users (token → username) and their
 // accesses (username → "verb path").
-func reviewer(kube *fake.Clientset, users map[string]string, accesses map[string][]string) {
-	kube.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		tr := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview).DeepCopy()
-		if u, ok := users[tr.Spec.Token]; ok {
-			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: u}}
+func reviewer(kube *cluster, users map[string]string, accesses map[string][]string) {
+	kube.React(func(req *http.Request) (*http.Response, error) {
+		review := strings.HasSuffix(req.URL.Path, "/tokenreviews") || strings.HasSuffix(req.URL.Path, "/subjectaccessreviews")
+		if req.Method != http.MethodPost || !review {
+			return nil, nil
 		}
-		return true, tr, nil
-	})
-	kube.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		sar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview).DeepCopy()
-		na := sar.Spec.NonResourceAttributes
-		sar.Status.Allowed = na != nil && slices.Contains(accesses[sar.Spec.User], na.Verb+" "+na.Path)
-		return true, sar, nil
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		obj, _, err := kubescheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("decoding a review: %w", err)
+		}
+		switch r := obj.(type) {
+		case *authenticationv1.TokenReview:
+			if u, ok := users[r.Spec.Token]; ok {
+				r.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: u}}
+			}
+		case *authorizationv1.SubjectAccessReview:
+			na := r.Spec.NonResourceAttributes
+			r.Status.Allowed = na != nil && slices.Contains(accesses[r.Spec.User], na.Verb+" "+na.Path)
+		}
+		out, err := json.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		return &http.Response{StatusCode: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(out))}, nil
 	})
 }
 
@@ -85,7 +99,7 @@ func fetch(t *testing.T, c *http.Client, url, token string) (*http.Response, str
 // only) to authorized tokens alone, pprof beside it, and the plain server
 // keeps the probes but not /metrics and speaks no HTTP/2 either.
 func TestSecureMetrics(t *testing.T) {
-	kube := fake.NewClientset()
+	kube := newCluster(t)
 	reviewer(kube, map[string]string{"reader-token": "reader", "nobody-token": "nobody"}, map[string][]string{
 		"reader": {"get /metrics", "get /debug/pprof/", "get /debug/pprof/heap", "get /debug/pprof/profile", "get /debug/pprof/trace"},
 	})
@@ -187,7 +201,7 @@ func TestSecureMetricsOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := &source{SelfSigned: ss, stopped: make(chan struct{})}
-	kube := fake.NewClientset()
+	kube := newCluster(t)
 	reviewer(kube, map[string]string{"t": "u"}, map[string][]string{"u": {"get /metrics", "get /debug/pprof/", "get /debug/pprof/heap"}})
 	m := newManager(t, kube, manager.Options{SecureMetrics: &manager.SecureMetricsOptions{Addr: "127.0.0.1:0", Certificate: src, HTTP2: true}})
 	r := run(t, m)
@@ -290,7 +304,7 @@ func TestSecureMetricsSourceFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := newManager(t, fake.NewClientset(), manager.Options{SecureMetrics: &manager.SecureMetricsOptions{Addr: "127.0.0.1:0", Certificate: failingSource{ss}}})
+	m := newManager(t, newCluster(t), manager.Options{SecureMetrics: &manager.SecureMetricsOptions{Addr: "127.0.0.1:0", Certificate: failingSource{ss}}})
 	err = run(t, m).wait(t)
 	if err == nil || !strings.Contains(err.Error(), "secure metrics server's certificate source: cannot watch the files") {
 		t.Fatalf("Run returned %v, want the source's error", err)
@@ -302,7 +316,7 @@ func TestSecureMetricsSourceFails(t *testing.T) {
 // past IdleTimeout is closed (before, the manager's servers had no idle or
 // read timeout, and 200 idle connections stayed open).
 func TestServerLimitsReachEveryServer(t *testing.T) {
-	kube := fake.NewClientset()
+	kube := newCluster(t)
 	m := newManager(t, kube, manager.Options{
 		HTTPAddr:      "127.0.0.1:0",
 		SecureMetrics: &manager.SecureMetricsOptions{Addr: "127.0.0.1:0"},
@@ -331,7 +345,7 @@ func TestServerLimitsReachEveryServer(t *testing.T) {
 	if err := r.stop(t); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if _, err := manager.NewWithClients(informer.Clients{Kube: kube}, manager.Options{ServerLimits: webhook.Limits{IdleTimeout: -1}}); err == nil || !strings.Contains(err.Error(), "Options.ServerLimits") {
+	if _, err := manager.New(kube.Config(), manager.Options{ServerLimits: webhook.Limits{IdleTimeout: -1}}); err == nil || !strings.Contains(err.Error(), "Options.ServerLimits") {
 		t.Errorf("a negative IdleTimeout: %v, want an error naming Options.ServerLimits", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
@@ -32,7 +32,7 @@ func TestRunLifecycle(t *testing.T) {
 	for i := range preexisting {
 		objs = append(objs, configMap("default", fmt.Sprintf("cm-%d", i)))
 	}
-	kube := fake.NewClientset(objs...)
+	kube := newCluster(t, objs...)
 	listing, release := blockList(t, kube)
 	m := newManager(t, kube, manager.Options{HTTPAddr: "127.0.0.1:0"})
 	cms, err := informer.For[*corev1.ConfigMap](m.Cache())
@@ -173,7 +173,7 @@ func TestRunLifecycle(t *testing.T) {
 }
 
 func TestHealthz(t *testing.T) {
-	m := newManager(t, fake.NewClientset(), manager.Options{})
+	m := newManager(t, newCluster(t), manager.Options{})
 	h := m.Handler()
 	if code, body := get(t, h, "/healthz"); code != http.StatusOK || body != "ok\n" {
 		t.Fatalf("/healthz without checks = %d %q, want 200 ok", code, body)
@@ -208,7 +208,7 @@ func TestHealthz(t *testing.T) {
 // controllers that never started leave no goroutine behind.
 func TestRunCacheSyncTimeout(t *testing.T) {
 	leaks := goleak.IgnoreCurrent()
-	kube := fake.NewClientset()
+	kube := newCluster(t)
 	failList(kube)
 	m := newManager(t, kube, manager.Options{CacheSyncTimeout: 300 * time.Millisecond})
 	cms, err := informer.For[*corev1.ConfigMap](m.Cache())
@@ -242,7 +242,14 @@ func TestRunCacheSyncTimeout(t *testing.T) {
 // still syncing is a clean shutdown.
 func TestRunStoppedBeforeSync(t *testing.T) {
 	leaks := goleak.IgnoreCurrent()
-	kube := fake.NewClientset()
+	kube := newCluster(t)
+	var lists atomic.Int32
+	kube.React(func(req *http.Request) (*http.Response, error) {
+		if isList(req, "configmaps") {
+			lists.Add(1)
+		}
+		return nil, nil
+	})
 	failList(kube)
 	m := newManager(t, kube, manager.Options{})
 	cms, err := informer.For[*corev1.ConfigMap](m.Cache())
@@ -253,7 +260,7 @@ func TestRunStoppedBeforeSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	running := run(t, m)
-	eventually(t, "the informer to list", func() bool { return len(kube.Actions()) > 0 })
+	eventually(t, "the informer to list", func() bool { return lists.Load() > 0 })
 	if err := running.stop(t); err != nil {
 		t.Errorf("Run cancelled before sync = %v, want nil", err)
 	}
@@ -262,7 +269,7 @@ func TestRunStoppedBeforeSync(t *testing.T) {
 
 func TestRunnableErrorStopsRun(t *testing.T) {
 	errBoom := errors.New("boom")
-	m := newManager(t, fake.NewClientset(), manager.Options{})
+	m := newManager(t, newCluster(t), manager.Options{})
 	stopped := make(chan struct{})
 	healthy := runnableFunc(func(ctx context.Context) error {
 		<-ctx.Done()

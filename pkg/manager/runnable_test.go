@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
@@ -23,7 +22,7 @@ import (
 // the replica leads again. Its error stops Run.
 func TestLeaderOnlyRunnable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		kube := fake.NewClientset()
+		kube := newCluster(t)
 		lease := newLeaseAPI(kube)
 		lease.steal(t, "b")
 		opts, _ := electedOptions()
@@ -80,7 +79,7 @@ func TestLeaderOnlyRunnable(t *testing.T) {
 // TestAddLeaderOnlyWithoutElection: without leader election, a leader-only
 // Runnable runs like any other.
 func TestAddLeaderOnlyWithoutElection(t *testing.T) {
-	m := newManager(t, fake.NewClientset(), manager.Options{})
+	m := newManager(t, newCluster(t), manager.Options{})
 	started := make(chan error, 1)
 	if err := m.AddLeaderOnly(runnableFunc(func(ctx context.Context) error {
 		started <- leader.CheckLeading(ctx)
@@ -114,7 +113,7 @@ func TestAddLeaderOnlyWithoutElection(t *testing.T) {
 // returns an error naming it.
 func TestRunnableShutdownBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newManager(t, fake.NewClientset(), manager.Options{ShutdownTimeout: 7 * time.Second})
+		m := newManager(t, newCluster(t), manager.Options{ShutdownTimeout: 7 * time.Second})
 		release := make(chan struct{})
 		defer close(release)
 		if err := m.Add(runnableFunc(func(context.Context) error { <-release; return nil })); err != nil {
@@ -143,7 +142,7 @@ func TestBroadcasterStoppedWhenListenFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	m := newManager(t, fake.NewClientset(), manager.Options{HTTPAddr: taken.Addr().String()})
+	m := newManager(t, newCluster(t), manager.Options{HTTPAddr: taken.Addr().String()})
 	_ = m.EventRecorder("test") // starts the broadcaster
 	err = m.Run(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "listening on Options.HTTPAddr") {

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
@@ -24,7 +23,7 @@ import (
 // controller stops it and the informer it alone used, and the name can be
 // used again. goleak (TestMain) checks that nothing is left running.
 func TestControllerAddedAndRemovedWhileRunning(t *testing.T) {
-	kube := fake.NewClientset(configMap("default", "a"))
+	kube := newCluster(t, configMap("default", "a"))
 	m := newManager(t, kube, manager.Options{})
 	r := run(t, m)
 	eventually(t, "the manager to be ready", m.Ready)
@@ -70,7 +69,7 @@ func TestControllerAddedAndRemovedWhileRunning(t *testing.T) {
 // TestRemoveControllerKeepsSharedInformer: an informer another controller
 // still uses keeps running, and that controller keeps reconciling.
 func TestRemoveControllerKeepsSharedInformer(t *testing.T) {
-	kube := fake.NewClientset()
+	kube := newCluster(t)
 	m := newManager(t, kube, manager.Options{})
 	cms := configMaps(t, m)
 	first, second := newRecorder(), newRecorder()
@@ -114,7 +113,7 @@ func TestRemoveControllerKeepsSharedInformer(t *testing.T) {
 // informer cannot sync, is refused with an error naming the informer, and
 // leaves nothing behind.
 func TestAddControllerSyncTimeout(t *testing.T) {
-	kube := fake.NewClientset()
+	kube := newCluster(t)
 	failList(kube)
 	m := newManager(t, kube, manager.Options{CacheSyncTimeout: 300 * time.Millisecond})
 	r := run(t, m)
@@ -139,7 +138,7 @@ func TestAddControllerSyncTimeout(t *testing.T) {
 // cached object of its watches replayed, and stops with it.
 func TestLeaderOnlyControllerAddedWhileLeading(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		kube := fake.NewClientset(configMap("default", "a"), configMap("default", "b"))
+		kube := newCluster(t, configMap("default", "a"), configMap("default", "b"))
 		newLeaseAPI(kube)
 		opts, _ := electedOptions()
 		m := newManager(t, kube, opts)
@@ -172,7 +171,7 @@ func TestLeaderOnlyControllerAddedWhileLeading(t *testing.T) {
 // TestReadsGateReconciles: a controller's workers start no Reconcile while
 // an informer it reads (not watches) is served and unsynced.
 func TestReadsGateReconciles(t *testing.T) {
-	kube := fake.NewClientset(configMap("default", "a"))
+	kube := newCluster(t, configMap("default", "a"))
 	m := newManager(t, kube, manager.Options{})
 	r := run(t, m)
 	eventually(t, "the manager to be ready", m.Ready)
@@ -213,7 +212,7 @@ func TestReadsGateReconciles(t *testing.T) {
 // series), while the series of another controller stay.
 func TestRemoveControllerDropsItsSeries(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := newManager(t, fake.NewClientset(configMap("default", "a")), manager.Options{Registry: reg})
+	m := newManager(t, newCluster(t, configMap("default", "a")), manager.Options{Registry: reg})
 	cms := configMaps(t, m)
 	keep, gone := newRecorder(), newRecorder()
 	for name, rec := range map[string]*recorder{"keep": keep, "gone": gone} {

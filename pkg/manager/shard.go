@@ -3,7 +3,6 @@ package manager
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 
@@ -19,9 +18,6 @@ import (
 // newReplica builds the manager's shard.Replica (Options.Sharding), over
 // md for its label writes.
 func (m *Manager) newReplica(md metadata.Interface, newElector func(leader.Options) (*leader.Elector, error)) error {
-	if md == nil {
-		return errors.New("manager: Options.Sharding needs informer.Clients.Metadata, to label objects")
-	}
 	io := m.opts.Informers
 	r, err := shard.NewReplica(cmp.Or(m.opts.Name, DefaultName), *m.opts.Sharding, shard.Env{
 		Kube: m.kube, Metadata: md, Dynamic: m.dyn, Mapper: m.mapper, Scheme: cmp.Or(m.opts.Scheme, kubescheme.Scheme),

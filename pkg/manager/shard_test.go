@@ -5,11 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
-	metadatafake "k8s.io/client-go/metadata/fake"
 
 	"github.com/ctrlkit/ctrlkit/pkg/informer"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
@@ -18,15 +14,7 @@ import (
 
 func shardedManager(t *testing.T, so *shard.Options) (*manager.Manager, error) {
 	t.Helper()
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
-	scheme := runtime.NewScheme()
-	return manager.NewWithClients(informer.Clients{
-		Kube:     fake.NewClientset(),
-		Dynamic:  dynamicfake.NewSimpleDynamicClient(scheme),
-		Mapper:   mapper,
-		Metadata: metadatafake.NewSimpleMetadataClient(scheme),
-	}, manager.Options{Sharding: so})
+	return manager.New(newCluster(t).Config(), manager.Options{Sharding: so})
 }
 
 // TestShardingOptions: invalid sharding options and sharded controllers

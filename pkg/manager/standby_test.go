@@ -10,7 +10,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ctrlkit/ctrlkit/pkg/leader"
 	"github.com/ctrlkit/ctrlkit/pkg/manager"
@@ -30,7 +29,7 @@ func TestStandbyHoldsNoKeys(t *testing.T) {
 		for i := range 5 {
 			objs = append(objs, configMap("default", fmt.Sprintf("cm-%d", i)))
 		}
-		kube := fake.NewClientset(objs...)
+		kube := newCluster(t, objs...)
 		lease := newLeaseAPI(kube)
 		lease.steal(t, "b")
 		opts, reg := electedOptions()
@@ -104,7 +103,7 @@ func TestAbortTimeout(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			opts, _ := electedOptions(func(o *leader.Options) { o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = tt.ld, tt.rd, tt.rp })
-			m := newManager(t, fake.NewClientset(), opts)
+			m := newManager(t, newCluster(t), opts)
 			o := m.Elector().Options()
 			got := m.AbortTimeout()
 			if got != tt.want {
@@ -115,7 +114,7 @@ func TestAbortTimeout(t *testing.T) {
 			}
 		})
 	}
-	if got := newManager(t, fake.NewClientset(), manager.Options{}).AbortTimeout(); got != reconcile.DefaultAbortTimeout {
+	if got := newManager(t, newCluster(t), manager.Options{}).AbortTimeout(); got != reconcile.DefaultAbortTimeout {
 		t.Errorf("abort timeout without leader election = %v, want %v", got, reconcile.DefaultAbortTimeout)
 	}
 }

@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/pkg/certs"
@@ -132,7 +131,7 @@ func coreScheme(t *testing.T) *runtime.Scheme {
 // the webhooks serve until the Runnables have returned.
 func TestWebhooksServeBeforeSync(t *testing.T) {
 	leaks := goleak.IgnoreCurrent()
-	kube := fake.NewClientset(configMap("default", "a"))
+	kube := newCluster(t, configMap("default", "a"))
 	listing, release := blockList(t, kube)
 	src := newTestSource(t)
 	m := newManager(t, kube, manager.Options{
@@ -238,7 +237,7 @@ func TestWebhookFailureStopsRun(t *testing.T) {
 		{"the port is taken", busy.Addr().String(), nil, fmt.Sprintf("manager: webhook server: webhook: listening on %q: ", busy.Addr())},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			kube := fake.NewClientset()
+			kube := newCluster(t)
 			failList(kube) // the caches never sync
 			src := newTestSource(t)
 			src.startErr = tc.startErr
@@ -305,7 +304,7 @@ func (s *readySource) Ready() error {
 func TestWebhookSourceReady(t *testing.T) {
 	src := &readySource{testSource: newTestSource(t)}
 	src.have.Store(true)
-	m := newManager(t, fake.NewClientset(), manager.Options{Webhook: &manager.WebhookOptions{Addr: "127.0.0.1:0", Certificate: src}})
+	m := newManager(t, newCluster(t), manager.Options{Webhook: &manager.WebhookOptions{Addr: "127.0.0.1:0", Certificate: src}})
 	r := run(t, m)
 	eventually(t, "the webhook server to be ready", func() bool { return m.Webhooks().Ready() == nil })
 	eventually(t, "the caches to sync", func() bool {
@@ -326,7 +325,7 @@ func TestWebhookSourceReady(t *testing.T) {
 }
 
 func TestWebhooksWithoutOptions(t *testing.T) {
-	m := newManager(t, fake.NewClientset(), manager.Options{})
+	m := newManager(t, newCluster(t), manager.Options{})
 	if m.Webhooks() != nil {
 		t.Fatal("Webhooks without Options.Webhook is not nil")
 	}

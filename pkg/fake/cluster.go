@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/watch"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -63,6 +64,14 @@ type Options struct {
 	// syntax). False, the default as the gate's, ignores the parameter and
 	// echoes nothing, as kube-apiserver does with the gate off.
 	ShardSelector bool
+	// TypeConverter is the schema server-side apply merges the custom
+	// kinds by (those outside client-go's kubernetes/scheme), for
+	// instance managedfields.NewTypeConverter of their CRDs'
+	// openAPIV3Schema, each with its x-kubernetes-group-version-kind. Nil
+	// deduces the schema from each object, as kube-apiserver does for a
+	// CRD without one: maps merge key by key, every list is atomic.
+	// Built-in kinds always use client-go's OpenAPI models.
+	TypeConverter managedfields.TypeConverter
 }
 
 // Cluster is an in-memory Kubernetes API server, reached through an
@@ -87,6 +96,10 @@ type Cluster struct {
 	historyLimit int
 	bufferSize   int
 	sharding     bool // Options.ShardSelector
+	// typeConverter is Options.TypeConverter; fieldManagers are built
+	// at a resource's first write (fieldmanager.go).
+	typeConverter managedfields.TypeConverter
+	fieldManagers map[schema.GroupVersionResource]fieldManagers
 }
 
 // Request is one write the fake answered, accepted or refused.
@@ -144,6 +157,9 @@ func New(opts Options) (*Cluster, error) {
 		historyLimit: defaultHistory,
 		bufferSize:   defaultBuffer,
 		sharding:     o.ShardSelector,
+
+		typeConverter: o.TypeConverter,
+		fieldManagers: map[schema.GroupVersionResource]fieldManagers{},
 	}
 	for _, info := range codecs.SupportedMediaTypes() {
 		if info.MediaType == runtime.ContentTypeJSON || info.MediaType == runtime.ContentTypeProtobuf {

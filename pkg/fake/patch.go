@@ -66,7 +66,7 @@ func applyPatch(r *resource, pt types.PatchType, original, patch []byte) ([]byte
 			}
 		}
 		return json.Marshal(doc)
-	case types.MergePatchType, types.ApplyYAMLPatchType:
+	case types.MergePatchType:
 		p, err := decodeJSON(patch)
 		if err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))

@@ -102,8 +102,12 @@ func (c *Cluster) update(r *resource, ns, name, sub string, obj runtime.Object, 
 	}
 	next := obj
 	if sub == "status" {
+		// Only .status changes, and the managedFields that record who
+		// set it.
 		next = old.DeepCopyObject()
 		setStatus(next, obj)
+		nm, _ := meta.Accessor(next)
+		nm.SetManagedFields(m.GetManagedFields())
 	} else {
 		if om.GetDeletionTimestamp() != nil {
 			if extra := sets.New(m.GetFinalizers()...).Difference(sets.New(om.GetFinalizers()...)); extra.Len() > 0 {

@@ -45,6 +45,9 @@ type writeInput struct {
 	obj      runtime.Object       // create, update
 	delete   metav1.DeleteOptions // delete, deletecollection
 	selector selectors            // deletecollection
+	// manager is the field manager of a create, update or patch: the
+	// fieldManager parameter or the user agent (managerOf).
+	manager string
 }
 
 // prepare decodes a write's query and body, and fills in w.
@@ -117,6 +120,7 @@ func (c *Cluster) prepare(req *http.Request, ri requestInfo, w *Request) (writeI
 			in.selector = sel
 		}
 	}
+	in.manager = managerOf(w.FieldManager, req.UserAgent())
 	var err error
 	w.DryRun, err = checkDryRun(dryRun)
 	return in, err
@@ -129,10 +133,21 @@ func (c *Cluster) perform(ri requestInfo, w *Request, in writeInput) (int, any, 
 	r := ri.res
 	switch ri.verb {
 	case "create":
-		obj, err := c.create(r, ri.namespace, in.obj, w.DryRun)
+		obj, err := c.trackUpdate(r, "", nil, in.obj, in.manager)
+		if err != nil {
+			return 0, nil, err
+		}
+		obj, err = c.create(r, ri.namespace, obj, w.DryRun)
 		return http.StatusCreated, obj, err
 	case "update":
-		obj, err := c.update(r, ri.namespace, ri.name, ri.subresource, in.obj, w.DryRun)
+		obj := in.obj
+		if old, ok := c.objects[r.gvr][objectKey(ri.namespace, ri.name)]; ok {
+			var err error
+			if obj, err = c.trackUpdate(r, ri.subresource, old, obj, in.manager); err != nil {
+				return 0, nil, err
+			}
+		}
+		obj, err := c.update(r, ri.namespace, ri.name, ri.subresource, obj, w.DryRun)
 		return http.StatusOK, obj, err
 	case "delete":
 		obj, gone, err := c.delete(r, ri.namespace, ri.name, &in.delete, w.DryRun)
@@ -169,7 +184,7 @@ func (c *Cluster) perform(ri requestInfo, w *Request, in writeInput) (int, any, 
 			return 0, nil, apierrors.NewNotFound(r.groupResource(), ri.name)
 		}
 		// Apply creates the object from the applied configuration.
-		obj, err := c.decodeAs(r, w.Body)
+		obj, err := c.trackApply(r, "", nil, w.Body, w.FieldManager, w.Force)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -179,19 +194,29 @@ func (c *Cluster) perform(ri requestInfo, w *Request, in writeInput) (int, any, 
 		obj, err = c.create(r, ri.namespace, obj, w.DryRun)
 		return http.StatusCreated, obj, err
 	}
-	original, err := c.encode(r, old)
-	if err != nil {
-		return 0, nil, apierrors.NewInternalError(err)
+	var obj runtime.Object
+	if ri.verb == "apply" {
+		var err error
+		if obj, err = c.trackApply(r, ri.subresource, old, w.Body, w.FieldManager, w.Force); err != nil {
+			return 0, nil, err
+		}
+	} else {
+		original, err := c.encode(r, old)
+		if err != nil {
+			return 0, nil, apierrors.NewInternalError(err)
+		}
+		patched, err := applyPatch(r, w.PatchType, original, w.Body)
+		if err != nil {
+			return 0, nil, err
+		}
+		if obj, err = c.decodeAs(r, patched); err != nil {
+			return 0, nil, err
+		}
+		if obj, err = c.trackUpdate(r, ri.subresource, old, obj, in.manager); err != nil {
+			return 0, nil, err
+		}
 	}
-	patched, err := applyPatch(r, w.PatchType, original, w.Body)
-	if err != nil {
-		return 0, nil, err
-	}
-	obj, err := c.decodeAs(r, patched)
-	if err != nil {
-		return 0, nil, err
-	}
-	obj, err = c.update(r, ri.namespace, ri.name, ri.subresource, obj, w.DryRun)
+	obj, err := c.update(r, ri.namespace, ri.name, ri.subresource, obj, w.DryRun)
 	return http.StatusOK, obj, err
 }
 

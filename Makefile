@@ -115,20 +115,26 @@ endif
 WEBSITE_API := ./examples/website/api/...
 WEBSITE_CRDS := examples/website/config/crd
 WEBSITE_AC := examples/website/api/v1alpha1/applyconfiguration
+CRONJOB_API := ./examples/cronjob/api/...
+CRONJOB_CRDS := examples/cronjob/config/crd
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate the website example's deepcopy code, apply configurations and CRD manifest with controller-gen (pinned in hack/tools)
+generate: $(CONTROLLER_GEN) ## Regenerate the website example's deepcopy code, apply configurations and CRD manifest, and the cronjob example's deepcopy code and CRD manifest with controller-gen (pinned in hack/tools)
 	rm -rf $(WEBSITE_AC)
 	$(CONTROLLER_GEN) object applyconfiguration paths=$(WEBSITE_API) crd output:crd:dir=$(WEBSITE_CRDS)
+	$(CONTROLLER_GEN) object paths=$(CRONJOB_API) crd output:crd:dir=$(CRONJOB_CRDS)
 
 .PHONY: verify-generate
 verify-generate: $(CONTROLLER_GEN) ## Check that the committed generated files are what `make generate` writes
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(CONTROLLER_GEN) object paths=$(WEBSITE_API) output:object:dir=$$tmp/object crd output:crd:dir=$$tmp/crd; \
+	$(CONTROLLER_GEN) object paths=$(CRONJOB_API) output:object:dir=$$tmp/cronjob-object crd output:crd:dir=$$tmp/cronjob-crd; \
 	mv $(WEBSITE_AC) $$tmp/ac-committed; \
 	$(CONTROLLER_GEN) applyconfiguration paths=$(WEBSITE_API); \
 	ok=true; diff -u examples/website/api/v1alpha1/zz_generated.deepcopy.go $$tmp/object/zz_generated.deepcopy.go && \
-		diff -ru $(WEBSITE_CRDS) $$tmp/crd && diff -ru $$tmp/ac-committed $(WEBSITE_AC) || ok=false; \
+		diff -ru $(WEBSITE_CRDS) $$tmp/crd && diff -ru $$tmp/ac-committed $(WEBSITE_AC) && \
+		diff -u examples/cronjob/api/v1/zz_generated.deepcopy.go $$tmp/cronjob-object/zz_generated.deepcopy.go && \
+		diff -ru $(CRONJOB_CRDS) $$tmp/cronjob-crd || ok=false; \
 	rm -rf $(WEBSITE_AC); mv $$tmp/ac-committed $(WEBSITE_AC); \
 	$$ok || { echo "generated files are stale: run make generate"; exit 1; }
 	@echo "generated files are up to date"

@@ -40,7 +40,8 @@ const develVersion = "v0.0.0-00010101000000-000000000000"
 // directory.
 type NewOptions struct {
 	Module         string // --module: the new project's Go module path
-	Group          string // --group: the API group, a DNS subdomain with a dot
+	Group          string // --group: the API group, a DNS subdomain with a dot, or a built-in group ("" or core, apps, ...)
+	GroupSet       bool   // --group was given, so an empty Group is the core group
 	Version        string // --version: the API version, like v1, v1alpha1, v2beta3
 	Kind           string // --kind: the kind, UpperCamelCase
 	Template       string // --template: what the controller does, one of templateNames; empty means minimal
@@ -68,9 +69,9 @@ func runNew(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o NewOptions
 	fs.StringVar(&o.Module, "module", "", "Go `module` path of the new project, e.g. example.com/memcached-operator (required)")
-	fs.StringVar(&o.Group, "group", "", "API `group` of the kind, a DNS subdomain with at least one dot, e.g. cache.example.com (required)")
-	fs.StringVar(&o.Version, "version", "", "API `version` of the kind: v1, v1alpha1, v2beta3, ... (required)")
-	fs.StringVar(&o.Kind, "kind", "", "`kind` of the custom resource, UpperCamelCase, e.g. Memcached (required)")
+	fs.StringVar(&o.Group, "group", "", "API `group` of the kind (required): for a custom resource a DNS subdomain with at least one dot, e.g. cache.example.com; for a built-in kind its group, \"\" or core for ConfigMap, Pod, ..., apps for Deployment, ... (no CRD is written)")
+	fs.StringVar(&o.Version, "version", "", "API `version` of the kind: v1, v1alpha1, v2beta3, ... (required for a custom resource; for a built-in kind the group's preferred version by default)")
+	fs.StringVar(&o.Kind, "kind", "", "`kind` to reconcile, UpperCamelCase, e.g. Memcached, or a built-in kind of --group such as ConfigMap or Deployment (required)")
 	fs.StringVar(&o.Template, "template", templateMinimal, "what the controller does: `NAME` is "+templateMinimal+" (a Ready condition with observedGeneration, nothing else) or "+templateDeployment+" (a Deployment per object, scaled to spec.replicas)")
 	fs.BoolVar(&o.Webhook, "webhook", false, "add a validating and a defaulting admission webhook for the kind, served with certificates the operator makes and keeps itself")
 	fs.BoolVar(&o.NetworkPolicy, "network-policy", true, "write NetworkPolicies (config/network-policy): the operator's pods then accept connections only on the metrics port, from namespaces labelled metrics=enabled, and with --webhook on the webhook port, from any address (no policy can name the API server); --network-policy=false leaves them out")
@@ -80,6 +81,7 @@ func runNew(args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	dirs, err := parseInterspersed(fs, args)
+	fs.Visit(func(f *flag.Flag) { o.GroupSet = o.GroupSet || f.Name == "group" })
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -115,6 +117,9 @@ func runNew(args []string, stdout, stderr io.Writer) int {
 	for _, f := range files {
 		fmt.Fprintf(stdout, "  %s\n", f.Path)
 	}
+	if p.Builtin != nil && !p.Builtin.HasSample() {
+		fmt.Fprintf(stderr, "note: ctrlkit new does not know what the API server requires of a %s: the sample of test/e2e/%s_test.go has metadata only; complete it, or make test fails creating it\n", p.Kind, p.KindLower)
+	}
 	if p.CtrlkitReplace == "" && p.CtrlkitVersion == develVersion {
 		fmt.Fprintf(stderr, "note: this ctrlkit was built from a working tree, so go.mod requires %s %s, which no proxy serves: pass --ctrlkit-replace PATH to build against a checkout\n", ctrlkitModule, develVersion)
 	}
@@ -147,6 +152,9 @@ type project struct {
 	Group   string // cache.example.com
 	Version string // v1alpha1, also the Go package name of the API
 	Kind    string // Memcached
+	// Builtin is the kind's Go type when the API server serves the kind
+	// itself (--group "" and --kind ConfigMap): no API package, no CRD.
+	Builtin *builtinType
 
 	KindLower string // memcached: the singular resource name
 	Plural    string // memcacheds: the resource
@@ -163,6 +171,20 @@ type project struct {
 	Kustomize      string // the pinned kustomize version
 	Roles          []role // config/rbac/role.yaml, as controller-gen writes it
 }
+
+// APIVersion is the kind's apiVersion: v1 for the core group, else
+// group/version.
+func (p *project) APIVersion() string {
+	if p.Group == "" {
+		return p.Version
+	}
+	return p.Group + "/" + p.Version
+}
+
+// ManagedBy is the label selector of the objects a controller over a
+// built-in kind reconciles: only those labelled as managed by the
+// operator, so that it neither caches nor touches the others.
+func (p *project) ManagedBy() string { return "app.kubernetes.io/managed-by=" + p.Name }
 
 // Deployment reports whether the project uses the deployment template.
 func (p *project) Deployment() bool { return p.Template == templateDeployment }
@@ -224,18 +246,27 @@ func newProject(o NewOptions) (*project, error) {
 			o.Module, name, validation.DNS1035LabelMaxLength-len(longestSuffix))
 	}
 
+	group := o.Group
+	if group == "core" {
+		group = ""
+	}
+	builtin := o.GroupSet && o.Group == "" || o.Group == "core" || group != "" && builtinGroup(group)
 	switch {
+	case builtin:
+		// A kind the API server serves itself: checked with --kind below.
 	case o.Group == "":
-		bad("--group is required: the API group, e.g. cache.example.com")
+		bad("--group is required: the API group, e.g. cache.example.com for a custom resource, or \"\" (core), apps, batch, ... for a built-in kind")
 	case len(validation.IsDNS1123Subdomain(o.Group)) > 0:
 		bad("--group %q is not a DNS subdomain: %s (use lower case letters, digits, '-' and '.', e.g. cache.example.com)", o.Group, strings.Join(validation.IsDNS1123Subdomain(o.Group), "; "))
 	case !strings.Contains(o.Group, "."):
-		bad("--group %q has no dot: CRD groups must be domains like %s.example.com", o.Group, o.Group)
+		bad("--group %q has no dot and is no built-in group: CRD groups must be domains like %s.example.com; the built-in groups without a dot are \"\" (core), apps, batch, policy, ...", o.Group, o.Group)
 	case o.Group == "k8s.io" || o.Group == "kubernetes.io" || strings.HasSuffix(o.Group, ".k8s.io") || strings.HasSuffix(o.Group, ".kubernetes.io"):
 		bad("--group %q is reserved for Kubernetes APIs (it needs an API review approval): use a domain you own", o.Group)
 	}
 
 	switch {
+	case o.Version == "" && builtin:
+		// The group's preferred version that has the kind.
 	case o.Version == "":
 		bad("--version is required: the API version, e.g. v1alpha1")
 	case !versionRE.MatchString(o.Version):
@@ -243,9 +274,25 @@ func newProject(o NewOptions) (*project, error) {
 	}
 
 	var plural string
+	var bt *builtinType
 	switch {
 	case o.Kind == "":
-		bad("--kind is required: the kind of the custom resource in UpperCamelCase, e.g. Memcached")
+		bad("--kind is required: the kind to reconcile in UpperCamelCase, e.g. Memcached, or a kind of the built-in group such as ConfigMap")
+	case builtin && (o.Version == "" || versionRE.MatchString(o.Version)):
+		b, err := lookupBuiltin(group, o.Version, o.Kind)
+		if err != nil {
+			bad("%v", err)
+			break
+		}
+		bt, plural = &b, builtinPlural(o.Kind)
+		if o.Template == templateDeployment {
+			bad("--template %s keeps a Deployment per object from its spec.replicas and spec.image, fields of a custom resource: drop --template for a controller over the built-in %s", templateDeployment, o.Kind)
+		}
+		if o.Webhook {
+			bad("--webhook scaffolds webhooks for a custom resource only: drop it for the built-in %s, and see pkg/webhook to admit built-in kinds", o.Kind)
+		}
+	case builtin:
+		// The version is refused above.
 	case !kindRE.MatchString(o.Kind):
 		bad("--kind %q is not UpperCamelCase: start with an upper case letter, then letters and digits only, e.g. Memcached or CronJob", o.Kind)
 	case slices.ContainsFunc([]string{"", "List", "Spec", "Status"}, func(suffix string) bool { return slices.Contains(reservedNames, o.Kind+suffix) }):
@@ -280,8 +327,9 @@ func newProject(o NewOptions) (*project, error) {
 	p := &project{
 		Module:         o.Module,
 		Name:           name,
-		Group:          o.Group,
+		Group:          group,
 		Version:        o.Version,
+		Builtin:        bt,
 		Kind:           o.Kind,
 		KindLower:      strings.ToLower(o.Kind),
 		Plural:         plural,
@@ -294,6 +342,9 @@ func newProject(o NewOptions) (*project, error) {
 		Requires:       requires,
 		ControllerGen:  controllerGenVersion,
 		Kustomize:      kustomizeVersion,
+	}
+	if bt != nil {
+		p.Version = bt.GVK.Version
 	}
 	p.Roles = roles(p)
 	return p, nil

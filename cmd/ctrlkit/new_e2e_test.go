@@ -62,6 +62,8 @@ func TestNewProjectE2E(t *testing.T) {
 	}{
 		{"memcached-operator", memcached, []string{"TestMemcached", "TestSecureMetrics", "TestManifests", "TestRestrictedPodSecurity", "TestWebhooks"}},
 		{"guestbook-operator", guestbook, []string{"TestGuestbook", "TestSecureMetrics", "TestManifests", "TestRestrictedPodSecurity"}},
+		{"configmap-operator", configmaps, []string{"TestConfigMap", "TestSecureMetrics", "TestManifests", "TestRestrictedPodSecurity"}},
+		{"deployment-operator", deployments, []string{"TestDeployment", "TestSecureMetrics", "TestManifests", "TestRestrictedPodSecurity"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), tc.name)

@@ -24,8 +24,16 @@ var memcached = []string{"--module", "example.com/memcached-operator", "--group"
 // template, the default, without webhooks.
 var guestbook = []string{"--module", "example.com/guestbook-operator", "--group", "web.example.com", "--version", "v1", "--kind", "Guestbook"}
 
+// configmaps are the flags of a golden project over a built-in kind: a
+// controller of the core group's ConfigMaps, with no CRD.
+var configmaps = []string{"--module", "example.com/configmap-operator", "--group", "", "--kind", "ConfigMap"}
+
+// deployments are the flags of a project over a built-in kind of a named
+// group, apps; the version is its preferred one.
+var deployments = []string{"--module", "example.com/deployment-operator", "--group", "apps", "--kind", "Deployment"}
+
 // goldens are the golden projects under testdata, by directory.
-var goldens = map[string][]string{"memcached-operator": memcached, "guestbook-operator": guestbook}
+var goldens = map[string][]string{"memcached-operator": memcached, "guestbook-operator": guestbook, "configmap-operator": configmaps}
 
 // ctrlkitNew runs `ctrlkit new args...` and returns its status, stdout and
 // stderr.
@@ -33,6 +41,16 @@ func ctrlkitNew(args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := run(append([]string{"new"}, args...), &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// builtinWith returns configmaps with the extra flags.
+func builtinWith(flags ...string) []string { return append(slices.Clone(configmaps), flags...) }
+
+// flagsWithout returns memcached without flag name.
+func flagsWithout(name string) []string {
+	args := slices.Clone(memcached)
+	i := slices.Index(args, "--"+name)
+	return slices.Delete(args, i, i+2)
 }
 
 // flagsWith returns memcached with flag name set to value.
@@ -93,12 +111,21 @@ func TestNewRefusesBadInput(t *testing.T) {
 		{"module trailing slash", flagsWith("module", "example.com/op/"), "", []string{"is not a valid module path"}},
 		{"module name starting with a digit", flagsWith("module", "example.com/9ops"), "", []string{`--module "example.com/9ops": the project's name "9ops" (from the module path's last element) starts the names of its namespace and Services, so it must start with a letter and have at most 55 characters`}},
 		{"module name too long", flagsWith("module", "example.com/o"+strings.Repeat("p", 55)), "", []string{"must start with a letter and have at most 55 characters"}},
-		{"no group", flagsWith("group", ""), "", []string{"--group is required"}},
+		{"no group", flagsWithout("group"), "", []string{"--group is required"}},
+		{"custom kind in the core group", flagsWith("group", ""), "", []string{`--kind Memcached: the built-in group "" (core) version v1alpha1 has no namespaced kind ctrlkit new can scaffold (check --version)`}},
+		{"custom kind in the core group's version", []string{"--module", "example.com/op", "--group", "", "--version", "v1", "--kind", "Memcached"}, "", []string{`--kind Memcached is not a namespaced kind of the built-in group "" (core) version v1: use one of `, "ConfigMap, "}},
+		{"core kind in apps", []string{"--module", "example.com/op", "--group", "apps", "--kind", "ConfigMap"}, "", []string{"--kind ConfigMap is not a namespaced kind of the built-in group apps: use one of ", "Deployment, "}},
+		{"cluster-scoped built-in kind", []string{"--module", "example.com/op", "--group", "core", "--kind", "Namespace"}, "", []string{"--kind Namespace is cluster-scoped: ctrlkit new scaffolds namespaced kinds only"}},
+		{"built-in kind in an unknown version", []string{"--module", "example.com/op", "--group", "apps", "--version", "v9", "--kind", "Deployment"}, "", []string{"--kind Deployment: the built-in group apps version v9 has no namespaced kind ctrlkit new can scaffold (check --version)"}},
+		{"built-in group without objects", []string{"--module", "example.com/op", "--group", "authentication.k8s.io", "--kind", "TokenReview"}, "", []string{"--kind TokenReview: the built-in group authentication.k8s.io has no namespaced kind ctrlkit new can scaffold"}},
+		{"built-in kind with the deployment template", builtinWith("--template", "deployment"), "", []string{"--template deployment keeps a Deployment per object from its spec.replicas and spec.image, fields of a custom resource: drop --template for a controller over the built-in ConfigMap"}},
+		{"built-in kind with webhooks", builtinWith("--webhook"), "", []string{"--webhook scaffolds webhooks for a custom resource only: drop it for the built-in ConfigMap"}},
+		{"built-in kind in a bad version", builtinWith("--version", "1"), "", []string{`--version "1" is not a Kubernetes API version`}},
 		{"group upper case", flagsWith("group", "Cache.example.com"), "", []string{`--group "Cache.example.com" is not a DNS subdomain`}},
 		{"group with underscore", flagsWith("group", "my_cache.example.com"), "", []string{"is not a DNS subdomain"}},
 		{"group empty label", flagsWith("group", "cache..example.com"), "", []string{"is not a DNS subdomain"}},
 		{"group leading dash", flagsWith("group", "-cache.example.com"), "", []string{"is not a DNS subdomain"}},
-		{"group without a dot", flagsWith("group", "cache"), "", []string{`--group "cache" has no dot`}},
+		{"group without a dot", flagsWith("group", "cache"), "", []string{`--group "cache" has no dot and is no built-in group`}},
 		{"group reserved", flagsWith("group", "cache.k8s.io"), "", []string{"reserved for Kubernetes APIs"}},
 		{"no version", flagsWith("version", ""), "", []string{"--version is required"}},
 		{"version without v", flagsWith("version", "1"), "", []string{`--version "1" is not a Kubernetes API version`}},
@@ -284,19 +311,29 @@ func TestNewVariants(t *testing.T) {
 		wantFiles                              []string
 		wantName                               string
 		wantGroups                             []string // of the ClusterRole's rules, in order
+		noFiles                                []string // prefixes no file may have
 	}{
 		{"example.com/proxy-operator/v2", "app.example.com", "v1", "Proxy", "deployment",
 			[]string{"api/v1/proxy_types.go", "config/crd/app.example.com_proxies.yaml", "internal/controller/proxy_controller.go", "test/e2e/proxy_test.go"},
-			"proxy-operator", []string{"", "app.example.com", "app.example.com", "apps", "authentication.k8s.io", "authorization.k8s.io"}},
+			"proxy-operator", []string{"", "app.example.com", "app.example.com", "apps", "authentication.k8s.io", "authorization.k8s.io"}, nil},
 		{"github.com/acme/bus", "zz.acme.io", "v2beta3", "Bus", "deployment",
 			[]string{"api/v2beta3/bus_types.go", "config/crd/zz.acme.io_buses.yaml"},
-			"bus", []string{"", "apps", "authentication.k8s.io", "authorization.k8s.io", "zz.acme.io", "zz.acme.io"}},
+			"bus", []string{"", "apps", "authentication.k8s.io", "authorization.k8s.io", "zz.acme.io", "zz.acme.io"}, nil},
 		{"example.com/Gw.Operator", "apps.example.com", "v1alpha1", "GatewayClass", "deployment",
 			[]string{"api/v1alpha1/gatewayclass_types.go", "config/crd/apps.example.com_gatewayclasses.yaml"},
-			"gw-operator", []string{"", "apps", "apps.example.com", "apps.example.com", "authentication.k8s.io", "authorization.k8s.io"}},
+			"gw-operator", []string{"", "apps", "apps.example.com", "apps.example.com", "authentication.k8s.io", "authorization.k8s.io"}, nil},
 		{"example.com/a-operator", "a.example.com", "v1", "Apple", "minimal",
 			[]string{"api/v1/apple_types.go", "config/crd/a.example.com_apples.yaml"},
-			"a-operator", []string{"", "a.example.com", "a.example.com", "authentication.k8s.io", "authorization.k8s.io"}},
+			"a-operator", []string{"", "a.example.com", "a.example.com", "authentication.k8s.io", "authorization.k8s.io"}, nil},
+		{"example.com/cm-operator", "", "", "ConfigMap", "minimal",
+			[]string{"internal/controller/configmap_controller.go", "test/e2e/configmap_test.go"},
+			"cm-operator", []string{"", "", "authentication.k8s.io", "authorization.k8s.io"}, []string{"api/", "config/crd/"}},
+		{"example.com/deploy-operator", "apps", "v1", "Deployment", "minimal",
+			[]string{"internal/controller/deployment_controller.go", "test/e2e/deployment_test.go"},
+			"deploy-operator", []string{"", "apps", "authentication.k8s.io", "authorization.k8s.io"}, []string{"api/", "config/crd/"}},
+		{"example.com/np-operator", "networking.k8s.io", "", "NetworkPolicy", "minimal",
+			[]string{"internal/controller/networkpolicy_controller.go", "test/e2e/networkpolicy_test.go"},
+			"np-operator", []string{"", "authentication.k8s.io", "authorization.k8s.io", "networking.k8s.io"}, []string{"api/", "config/crd/"}},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "op")
@@ -308,6 +345,13 @@ func TestNewVariants(t *testing.T) {
 			for _, f := range tc.wantFiles {
 				if !slices.Contains(files, f) {
 					t.Errorf("no %s in %v", f, files)
+				}
+			}
+			for _, f := range files {
+				for _, prefix := range tc.noFiles {
+					if strings.HasPrefix(f, prefix) {
+						t.Errorf("%s written, want nothing under %s", f, prefix)
+					}
 				}
 			}
 			roles := readRoles(t, filepath.Join(dir, "config", "rbac", "role.yaml"))

@@ -37,17 +37,19 @@ func markers(p *project) []marker {
 		m.ResourceNames = names
 		return m
 	}
-	ms := []marker{
-		// internal/controller: the kind, its status, the finalizers of the
-		// owner references it sets, and its Events.
-		cluster(p.Group, p.Plural, "list;watch"),
-		cluster(p.Group, p.Plural+"/status", "update"),
-		cluster(p.Group, p.Plural+"/finalizers", "update"),
+	// internal/controller: the kind, its status, the finalizers of the
+	// owner references it sets (a built-in kind: only the kind), and its
+	// Events.
+	ms := []marker{cluster(p.Group, p.Plural, "list;watch")}
+	if p.Builtin == nil {
+		ms = append(ms, cluster(p.Group, p.Plural+"/status", "update"), cluster(p.Group, p.Plural+"/finalizers", "update"))
+	}
+	ms = append(ms,
 		cluster("", "events", "create;patch"),
 		// main.go: secure metrics review each scrape's token and access.
 		cluster("authentication.k8s.io", "tokenreviews", "create"),
 		cluster("authorization.k8s.io", "subjectaccessreviews", "create"),
-	}
+	)
 	if p.Deployment() {
 		ms = append(ms, cluster("apps", "deployments", "list;watch;create;patch"))
 	}

@@ -44,19 +44,21 @@ var layout = []struct {
 	{"README.md.tmpl", "README.md", nil},
 	{"main.go.tmpl", "main.go", nil},
 	{"config_test.go.tmpl", "config_test.go", nil},
-	{"api/groupversion_info.go.tmpl", "api/{{.Version}}/groupversion_info.go", nil},
-	{"api/types.go.tmpl", "api/{{.Version}}/{{.KindLower}}_types.go", nil},
-	{"api/zz_generated.deepcopy.go.tmpl", "api/{{.Version}}/zz_generated.deepcopy.go", nil},
-	{"controller/controller.go.tmpl", "internal/controller/{{.KindLower}}_controller.go", nil},
-	{"controller/controller_test.go.tmpl", "internal/controller/{{.KindLower}}_controller_test.go", nil},
+	{"api/groupversion_info.go.tmpl", "api/{{.Version}}/groupversion_info.go", custom},
+	{"api/types.go.tmpl", "api/{{.Version}}/{{.KindLower}}_types.go", custom},
+	{"api/zz_generated.deepcopy.go.tmpl", "api/{{.Version}}/zz_generated.deepcopy.go", custom},
+	{"controller/controller.go.tmpl", "internal/controller/{{.KindLower}}_controller.go", custom},
+	{"controller/controller_test.go.tmpl", "internal/controller/{{.KindLower}}_controller_test.go", custom},
+	{"controller/builtin.go.tmpl", "internal/controller/{{.KindLower}}_controller.go", builtin},
+	{"controller/builtin_test.go.tmpl", "internal/controller/{{.KindLower}}_controller_test.go", builtin},
 	{"admission/webhook.go.tmpl", "internal/admission/{{.KindLower}}_webhook.go", withWebhook},
 	{"admission/webhook_test.go.tmpl", "internal/admission/{{.KindLower}}_webhook_test.go", withWebhook},
 	{"e2e/main_test.go.tmpl", "test/e2e/main_test.go", nil},
 	{"e2e/e2e_test.go.tmpl", "test/e2e/{{.KindLower}}_test.go", nil},
 	{"e2e/manifests_test.go.tmpl", "test/e2e/manifests_test.go", nil},
 	{"e2e/webhook_test.go.tmpl", "test/e2e/webhook_test.go", withWebhook},
-	{"config/crd.yaml.tmpl", "config/crd/{{.Group}}_{{.Plural}}.yaml", nil},
-	{"config/crd/kustomization.yaml.tmpl", "config/crd/kustomization.yaml", nil},
+	{"config/crd.yaml.tmpl", "config/crd/{{.Group}}_{{.Plural}}.yaml", custom},
+	{"config/crd/kustomization.yaml.tmpl", "config/crd/kustomization.yaml", custom},
 	{"config/role.yaml.tmpl", "config/rbac/role.yaml", nil},
 	{"config/rbac/role_binding.yaml.tmpl", "config/rbac/role_binding.yaml", nil},
 	{"config/rbac/service_account.yaml.tmpl", "config/rbac/service_account.yaml", nil},
@@ -75,6 +77,8 @@ var layout = []struct {
 }
 
 func withWebhook(p *project) bool       { return p.Webhook }
+func custom(p *project) bool            { return p.Builtin == nil }
+func builtin(p *project) bool           { return p.Builtin != nil }
 func withNetworkPolicy(p *project) bool { return p.NetworkPolicy }
 
 // controllerGenWrites are the files `make generate` and `make manifests`

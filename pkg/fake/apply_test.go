@@ -13,8 +13,9 @@ import (
 )
 
 // TestApply checks the fake's server-side apply: create when absent, then
-// a merge of the applied configuration (lists replaced), the field manager
-// required, and FieldManager and Force recorded.
+// a merge of the applied configuration in which the applier's fields it
+// no longer applies go, containers merge by name, and FieldManager and
+// Force are recorded.
 func TestApply(t *testing.T) {
 	for _, ct := range contentTypes {
 		t.Run(ct.name, func(t *testing.T) {
@@ -34,8 +35,11 @@ func TestApply(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cm.Data["x"] != "1" || cm.Data["y"] != "2" {
-				t.Errorf("second apply: data %v, want x=1 (merged, no field ownership) and y=2", cm.Data)
+			if _, ok := cm.Data["x"]; ok || cm.Data["y"] != "2" {
+				t.Errorf("second apply: data %v, want x gone (owned by me, no longer applied) and y=2", cm.Data)
+			}
+			if n := len(cm.ManagedFields); n != 1 || cm.ManagedFields[0].Manager != "me" || cm.ManagedFields[0].Operation != metav1.ManagedFieldsOperationApply {
+				t.Errorf("managedFields %+v, want one Apply entry of me", cm.ManagedFields)
 			}
 
 			d := appsv1ac.Deployment("d", "ns").WithSpec(appsv1ac.DeploymentSpec().WithTemplate(corev1ac.PodTemplateSpec().WithSpec(
@@ -49,7 +53,7 @@ func TestApply(t *testing.T) {
 				t.Fatal(err)
 			}
 			if n := len(got.Spec.Template.Spec.Containers); n != 1 {
-				t.Errorf("after applying one container over two, %d containers; want the list replaced", n)
+				t.Errorf("after applying one container over two, %d containers; want the one no longer applied gone", n)
 			}
 			status := appsv1ac.Deployment("d", "ns").WithStatus(appsv1ac.DeploymentStatus().WithReplicas(5))
 			if got, err = cs.AppsV1().Deployments("ns").ApplyStatus(ctx, status, opts); err != nil || got.Status.Replicas != 5 {
@@ -114,9 +118,9 @@ func TestApplyCustomKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	tags, _, _ := unstructured.NestedStringSlice(got.Object, "spec", "tags")
-	size, _, _ := unstructured.NestedInt64(got.Object, "spec", "size")
-	if size != 1 || !slices.Equal(tags, []string{"c"}) {
-		t.Errorf("after the YAML apply, spec %v; want size 1 kept, tags [c]", got.Object["spec"])
+	_, sized, _ := unstructured.NestedInt64(got.Object, "spec", "size")
+	if sized || !slices.Equal(tags, []string{"c"}) {
+		t.Errorf("after the YAML apply, spec %v; want size gone (no longer applied), tags [c]", got.Object["spec"])
 	}
 	if _, err := ws.Apply(ctx, "w", w, metav1.ApplyOptions{}); err == nil {
 		t.Error("apply without a field manager succeeded")

@@ -140,12 +140,18 @@
 //
 // # Not faithful
 //
-//   - Server-side apply is a sketch: the applied configuration (which needs
-//     apiVersion, kind, metadata.name and a fieldManager, as on
-//     kube-apiserver) creates the object if absent and is otherwise merged
-//     onto it as a JSON merge patch: lists are replaced, nothing is owned,
-//     there are no apply conflicts, force is ignored and managedFields are
-//     not kept. Test apply semantics under envtest (test/e2e).
+//   - Server-side apply runs on apimachinery's managedfields.FieldManager,
+//     as kube-apiserver's does: managedFields are kept for applies,
+//     creates, updates and patches (an Update entry under the
+//     fieldManager parameter, or else the user agent up to its first /),
+//     an apply of a field another manager owns is a 409 whose causes name
+//     the field and manager, and force takes it over. Built-in kinds merge
+//     by client-go's OpenAPI models (list merge keys); other kinds by
+//     Options.TypeConverter, or else a schema deduced from the object, in
+//     which every list is atomic. Nothing is defaulted, applied
+//     configurations neither, so a merge key the server would default
+//     (a port's protocol) must be given. On /status only spec is reset
+//     from ownership, as for custom resources.
 //   - Owner references are stored but nothing acts on them: no garbage
 //     collection, no foreground or orphan deletion (propagationPolicy is
 //     accepted and ignored). Namespaces need not exist, and deleting one

@@ -151,7 +151,9 @@
 //     which every list is atomic. Nothing is defaulted, applied
 //     configurations neither, so a merge key the server would default
 //     (a port's protocol) must be given. On /status only spec is reset
-//     from ownership, as for custom resources.
+//     from ownership, as for custom resources. test/applydiff runs the
+//     same sequences against the fake and kube-apiserver: a custom kind
+//     under the deduced schema, and a field set to its default, differ.
 //   - Owner references are stored but nothing acts on them: no garbage
 //     collection, no foreground or orphan deletion (propagationPolicy is
 //     accepted and ignored). Namespaces need not exist, and deleting one

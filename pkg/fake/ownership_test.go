@@ -47,7 +47,7 @@ func TestApplyOwnership(t *testing.T) {
 	}
 	owners := map[string]string{}
 	for _, e := range cm.ManagedFields {
-		owners[e.Manager] = string(e.Operation) + " " + string(e.FieldsV1.Raw)
+		owners[e.Manager] = string(e.Operation) + " " + e.FieldsV1.GetRawString()
 	}
 	if want := `Apply {"f:data":{"f:y":{}}}`; owners["a"] != want {
 		t.Errorf("a owns %s, want %s", owners["a"], want)
@@ -74,7 +74,7 @@ func TestApplyOwnership(t *testing.T) {
 			update = &got.ManagedFields[i]
 		}
 	}
-	if update == nil || update.Operation != metav1.ManagedFieldsOperationUpdate || string(update.FieldsV1.Raw) != `{"f:data":{"f:z":{}}}` {
+	if update == nil || update.Operation != metav1.ManagedFieldsOperationUpdate || update.FieldsV1.GetRawString() != `{"f:data":{"f:z":{}}}` {
 		t.Errorf("editor's entry %+v, want an Update of data.z", update)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"reflect"
 	"slices"
 	"strings"
@@ -155,11 +156,18 @@ func run(t *testing.T, d dynamic.Interface, seq sequence, name string) []outcome
 		case "update":
 			var cur *unstructured.Unstructured
 			if cur, err = rc.Get(ctx, name, metav1.GetOptions{}); err == nil {
-				var patch map[string]any
-				if err := json.Unmarshal([]byte(s.Body), &patch); err != nil {
+				// The update sends the object read with the step's body
+				// merged into it (RFC 7386).
+				doc, jerr := json.Marshal(cur.Object)
+				if jerr == nil {
+					doc, jerr = jsonpatch.MergePatch(doc, []byte(s.Body))
+				}
+				if jerr != nil {
+					t.Fatalf("%s step %d: %v", seq.Name, i, jerr)
+				}
+				if err := cur.UnmarshalJSON(doc); err != nil {
 					t.Fatalf("%s step %d: %v", seq.Name, i, err)
 				}
-				cur.Object = mergePatch(cur.Object, patch).(map[string]any)
 				_, err = rc.Update(ctx, cur, metav1.UpdateOptions{FieldManager: s.Manager})
 			}
 		case "merge", "strategic", "json":
@@ -219,26 +227,6 @@ func normalize(obj map[string]any) map[string]any {
 		return strings.Compare(key(a), key(b))
 	})
 	return obj
-}
-
-// mergePatch applies a JSON merge patch (RFC 7386).
-func mergePatch(doc, patch any) any {
-	p, ok := patch.(map[string]any)
-	if !ok {
-		return patch
-	}
-	d, ok := doc.(map[string]any)
-	if !ok {
-		d = map[string]any{}
-	}
-	for k, v := range p {
-		if v == nil {
-			delete(d, k)
-		} else {
-			d[k] = mergePatch(d[k], v)
-		}
-	}
-	return d
 }
 
 func show(o outcome) string {

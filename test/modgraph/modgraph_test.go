@@ -45,6 +45,7 @@ var direct = []string{
 	"k8s.io/client-go",
 	"k8s.io/klog/v2",
 	"k8s.io/utils",
+	"sigs.k8s.io/structured-merge-diff/v6",
 }
 
 // TestConsumerGraph builds a throwaway module that imports every package

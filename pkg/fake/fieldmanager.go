@@ -110,12 +110,7 @@ func (c *Cluster) trackUpdate(r *resource, sub string, live, obj runtime.Object,
 	if err != nil {
 		return nil, err
 	}
-	if live == nil {
-		live = r.new()
-	} else {
-		live = live.DeepCopyObject()
-	}
-	live.GetObjectKind().SetGroupVersionKind(r.gvk)
+	live = liveCopy(r, live)
 	obj.GetObjectKind().SetGroupVersionKind(r.gvk)
 	out := fm.UpdateNoErrors(live, obj, manager)
 	out.GetObjectKind().SetGroupVersionKind(r.gvk)
@@ -136,12 +131,7 @@ func (c *Cluster) trackApply(r *resource, sub string, live runtime.Object, appli
 	if err := json.Unmarshal(applied, &patch.Object); err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding apply configuration: %v", err))
 	}
-	if live == nil {
-		live = r.new()
-	} else {
-		live = live.DeepCopyObject()
-	}
-	live.GetObjectKind().SetGroupVersionKind(r.gvk)
+	live = liveCopy(r, live)
 	out, err := fm.Apply(live, patch, manager, force)
 	if err != nil {
 		if _, ok := err.(apierrors.APIStatus); ok {
@@ -150,6 +140,18 @@ func (c *Cluster) trackApply(r *resource, sub string, live runtime.Object, appli
 		return nil, apierrors.NewInternalError(err)
 	}
 	return c.typed(r, out)
+}
+
+// liveCopy is what the field manager merges onto: a copy of live with its
+// kind set, or an empty object of r's type when live is nil (a create).
+func liveCopy(r *resource, live runtime.Object) runtime.Object {
+	if live == nil {
+		live = r.new()
+	} else {
+		live = live.DeepCopyObject()
+	}
+	live.GetObjectKind().SetGroupVersionKind(r.gvk)
+	return live
 }
 
 // typed returns obj as a value of r's Go type, with no TypeMeta: the

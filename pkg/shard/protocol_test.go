@@ -442,36 +442,92 @@ func holdLease(t *testing.T, cluster *fake.Cluster, name string, term func(ctx c
 func TestEarlyAcknowledgementIsCaught(t *testing.T) {
 	cluster := newCluster(t, labelMode)
 	rec := &spans{}
+	a := startMember(t, cluster, labelMode, "a", rec)
+	within(t, "every key on the first member", func() bool { return countOwned(labelOwners(t, cluster), a.mgr.Member()) == protoKeys })
+	b := newMember(t, cluster, labelMode, "b", rec)
+	bad, moving := labelBadName(t, a.mgr.Member(), b.mgr.Member())
+	t.Logf("%d keys will move from %s to %s: %v", len(moving), bad, b.mgr.Member(), moving)
 
-	// The bad member holds its member Lease and reconciles, for a long
-	// time, every key labelled for it; it acknowledges each drain at once.
-	const bad = "bad-zzzzz"
-	md := metadata.NewForConfigOrDie(cluster.Config())
-	kube := kubernetes.NewForConfigOrDie(cluster.Config())
-	holdLease(t, cluster, bad, func(ctx context.Context) {
-		for ctx.Err() == nil {
-			list, err := kube.CoreV1().ConfigMaps(protoNS).List(ctx, metav1.ListOptions{
-				LabelSelector: labels.Set{shard.ShardLabel(protoRing): bad}.String()})
-			if err != nil {
-				continue
-			}
-			for _, cm := range list.Items {
-				start := time.Now()
-				if cm.Labels[shard.DrainLabel(protoRing)] != "" {
-					_ = shard.Acknowledge(ctx, md, corev1.SchemeGroupVersion.WithResource("configmaps"), protoNS, cm.Name, protoRing, bad, "bad")
-				}
-				time.Sleep(20 * reconcileT) // still reconciling after the acknowledgement
-				rec.add(protoNS+"/"+cm.Name, span{member: bad, start: start, end: time.Now(), gen: cm.Data["gen"]})
+	acker := &labelAcker{name: bad, kube: kubernetes.NewForConfigOrDie(cluster.Config()), md: metadata.NewForConfigOrDie(cluster.Config()), rec: rec}
+	stopBad := holdLease(t, cluster, bad, acker.run)
+	within(t, "the bad member reconciling every key it owns", func() bool {
+		n := countOwned(labelOwners(t, cluster), bad)
+		return n > 0 && int(acker.reconciling.Load()) == n
+	})
+	b.start(t)
+	within(t, "the new member reconciling a key it took from the bad one", func() bool { return rec.reconciledBy(b.mgr.Member(), moving) })
+	stopBad() // its Reconciles return, and are judged
+	if n := rec.overlaps(t); n == 0 {
+		t.Errorf("no overlapping Reconciles: the judge missed the early acknowledgement")
+	}
+}
+
+// labelBadName returns a member name for a member that joins a ring of
+// first before next joins, chosen so that at least 3 keys move from it to
+// next then, and those keys: member names carry a random suffix, and a
+// ring of three chosen at random could move none.
+func labelBadName(t *testing.T, first, next string) (string, []string) {
+	t.Helper()
+	for i := range 1000 {
+		name := fmt.Sprintf("bad-%d", i)
+		before, after := shard.NewRing(first, name), shard.NewRing(first, name, next)
+		var moving []string
+		for k := range protoKeys {
+			key := protoNS + "/" + keyName(k)
+			if before.Owner(key) == name && after.Owner(key) == next {
+				moving = append(moving, key)
 			}
 		}
-	})
-	a := startMember(t, cluster, labelMode, "a", rec)
-	within(t, "keys on both members", func() bool {
-		o := labelOwners(t, cluster)
-		return countOwned(o, bad) > 0 && countOwned(o, a.mgr.Member()) > 0
-	})
-	b := startMember(t, cluster, labelMode, "b", rec)
-	within(t, "keys to move from the bad member to the new one", func() bool {
-		return countOwned(labelOwners(t, cluster), b.mgr.Member()) > 0 && rec.overlaps(t) > 0
-	})
+		if len(moving) >= 3 {
+			return name, moving
+		}
+	}
+	t.Fatalf("no name among 1000 loses 3 keys to %s", next)
+	return "", nil
+}
+
+// labelAcker plays a label-mode member that acknowledges too early: while
+// it holds its member Lease it lists the keys labelled for it, starts a
+// Reconcile of each that lasts until it stops, as a Reconcile that hangs
+// would, and acknowledges every drain at once, as a drainer does only
+// after the key's Reconcile returned.
+type labelAcker struct {
+	name        string
+	kube        kubernetes.Interface
+	md          metadata.Interface
+	rec         *spans
+	reconciling atomic.Int32 // keys whose Reconcile runs
+}
+
+func (m *labelAcker) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	started := map[string]bool{}
+	acked := map[string]bool{}
+	for ctx.Err() == nil {
+		list, err := m.kube.CoreV1().ConfigMaps(protoNS).List(ctx, metav1.ListOptions{
+			LabelSelector: labels.Set{shard.ShardLabel(protoRing): m.name}.String()})
+		if err != nil {
+			continue
+		}
+		for _, cm := range list.Items {
+			if !started[cm.Name] {
+				started[cm.Name] = true
+				m.reconciling.Add(1)
+				wg.Go(func() {
+					start := time.Now()
+					<-ctx.Done()
+					m.rec.add(protoNS+"/"+cm.Name, span{member: m.name, start: start, end: time.Now(), gen: cm.Data["gen"]})
+				})
+			}
+			if cm.Labels[shard.DrainLabel(protoRing)] != "" && !acked[cm.Name] &&
+				shard.Acknowledge(ctx, m.md, corev1.SchemeGroupVersion.WithResource("configmaps"), protoNS, cm.Name, protoRing, m.name, "bad") == nil {
+				acked[cm.Name] = true
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(retryTime):
+		}
+	}
 }

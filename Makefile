@@ -17,6 +17,7 @@ MODULES := . bench cmd/ctrlkit examples hack test
 TOOLS_MOD := $(CURDIR)/hack/tools/go.mod
 STATICCHECK := $(BIN)/staticcheck
 CONTROLLER_GEN := $(BIN)/controller-gen
+APIDIFF := $(BIN)/apidiff
 
 .PHONY: help
 help: ## Show the targets
@@ -64,7 +65,7 @@ e2e: envtest ## Run the e2e tests against a real kube-apiserver and etcd
 	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) $(GO) test -count=1 -timeout 30m -run '^TestNewProjectE2E$$' ./cmd/ctrlkit/
 
 .PHONY: lint
-lint: vet fmt-check staticcheck tidy-check verify-generate size-check ## Every check a reviewer makes: go vet, gofmt, staticcheck, go mod tidy, generated files, file sizes
+lint: vet fmt-check staticcheck tidy-check verify-generate size-check api-check ## Every check a reviewer makes: go vet, gofmt, staticcheck, go mod tidy, generated files, file sizes, API compatibility
 
 .PHONY: vet
 vet: ## go vet every module
@@ -84,12 +85,19 @@ tidy-check: ## Fail if go mod tidy would change any module's go.mod or go.sum
 		(cd $$m && GOWORK=off $(GO) mod tidy -diff) || { echo "go.mod/go.sum of $$m are not tidy: run (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; \
 	done
 
+.PHONY: api-check
+api-check: $(APIDIFF) ## Fail if the library's exported API changed incompatibly since the last release tag (or API_BASE=<revision>) without being accepted in hack/apidiff-accepted.txt (hack/apicheck.sh)
+	hack/apicheck.sh $(APIDIFF)
+
 .PHONY: size-check
 size-check: ## Fail if git tracks a file over 1 MiB or an executable (hack/check-size.sh)
 	hack/check-size.sh
 
 $(STATICCHECK): hack/tools/go.mod hack/tools/go.sum
 	GOWORK=off $(GO) build -modfile=$(TOOLS_MOD) -o $@ honnef.co/go/tools/cmd/staticcheck
+
+$(APIDIFF): hack/tools/go.mod hack/tools/go.sum
+	GOWORK=off $(GO) build -modfile=$(TOOLS_MOD) -o $@ golang.org/x/exp/cmd/apidiff
 
 $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 	GOWORK=off $(GO) build -modfile=$(TOOLS_MOD) -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen

@@ -154,8 +154,9 @@ clean: ## Remove bin/ (including the built control plane)
 	rm -rf $(BIN)
 
 .PHONY: bench-e2e
-bench-e2e: envtest ## Compare ctrlkit with controller-runtime end to end on one envtest control plane (cold start at 10k and 50k ConfigMaps, churn latency at 100/200/400 writes/s, write latency with read-your-own-writes on and off beside controller-runtime and client-go, restart storm with 1ms and 10ms Reconciles, heap for ConfigMaps and Pods, CPU) and write bench/results/latest.md, latency.svg and storm.svg (~15 min; -only storm via BENCH_ARGS, BENCH_N=2000,4000 for a quick look; bench/e2e/README.md)
+bench-e2e: envtest ## Compare ctrlkit with controller-runtime end to end on one envtest control plane (cold start at 10k and 50k ConfigMaps, churn latency at 100/200/400 writes/s, write latency with read-your-own-writes on and off beside controller-runtime and client-go, restart storm with 1ms and 10ms Reconciles, heap for ConfigMaps and Pods, CPU) then a fan-out operator (100 sources each copied to 10 namespaces: time to converge, update latency, writes), and write bench/results/latest.md, latency.svg, storm.svg and fanout.md (~20 min; -only storm via BENCH_ARGS, BENCH_N=2000,4000 for a quick look; bench/e2e/README.md)
 	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) $(GO) run ./bench/e2e -out $(CURDIR)/bench/results $(BENCH_ARGS)
+	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) $(GO) run ./bench/cmd/fanout -out $(CURDIR)/bench/results
 
 .PHONY: bench-shard
 bench-shard: envtest ## Run 1, 2, 3 and 4 sharded replicas as processes over 10,000 ConfigMaps on one envtest control plane: capacity at p99 queue time <= 1s, heap per replica, handover after a scale-up and a kill -9, against issue 15's targets; writes bench/results/shard.md and shard.svg (~45 min; BENCH_ARGS='-quick -out /tmp/shard' for a look in two minutes; bench/shard/README.md)

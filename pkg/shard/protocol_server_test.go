@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ctrlkit/ctrlkit/pkg/fake"
 	"github.com/ctrlkit/ctrlkit/pkg/shard"
 )
 
@@ -31,7 +31,10 @@ func TestServerEarlyAcknowledgementIsCaught(t *testing.T) {
 	a := startMember(t, cluster, serverMode, "a", rec)
 	within(t, "every key on the first member", func() bool { return countOwned(epochOwners(t, cluster), a.mgr.Member()) == protoKeys })
 	b := newMember(t, cluster, serverMode, "b", rec)
-	bad, moving := badName(t, cluster, a.mgr.Member(), b.mgr.Member())
+	keys := uids(t, cluster) // the server-side mode places a key by the hash of its uid
+	bad, moving := badName(t, a.mgr.Member(), b.mgr.Member(), func(r shard.Ring, key string) string {
+		return r.OwnerOfHash(shard.ServerHash(keys[strings.TrimPrefix(key, protoNS+"/")]))
+	})
 	t.Logf("%d keys will move from %s to %s: %v", len(moving), bad, b.mgr.Member(), moving)
 
 	acker := &earlyAcker{name: bad, kube: kubernetes.NewForConfigOrDie(cluster.Config()), rec: rec}
@@ -46,31 +49,6 @@ func TestServerEarlyAcknowledgementIsCaught(t *testing.T) {
 	if n := rec.overlaps(t); n == 0 {
 		t.Errorf("no overlapping Reconciles: the judge missed the early acknowledgement")
 	}
-}
-
-// badName returns a member name for a member that joins a ring of first
-// before next joins, chosen so that at least 3 keys move from it to next
-// then, and those keys: the ring places keys by the hashes of the uids,
-// which the fake chose at random.
-func badName(t *testing.T, cluster *fake.Cluster, first, next string) (string, []string) {
-	t.Helper()
-	keys := uids(t, cluster)
-	for i := range 1000 {
-		name := fmt.Sprintf("bad-%d", i)
-		before, after := shard.NewRing(first, name), shard.NewRing(first, name, next)
-		var moving []string
-		for key, uid := range keys {
-			if h := shard.ServerHash(uid); before.OwnerOfHash(h) == name && after.OwnerOfHash(h) == next {
-				moving = append(moving, protoNS+"/"+key)
-			}
-		}
-		if len(moving) >= 3 {
-			slices.Sort(moving)
-			return name, moving
-		}
-	}
-	t.Fatalf("no name among 1000 loses 3 keys to %s", next)
-	return "", nil
 }
 
 // earlyAcker plays a server-side member that acknowledges too early:

@@ -445,7 +445,7 @@ func TestEarlyAcknowledgementIsCaught(t *testing.T) {
 	a := startMember(t, cluster, labelMode, "a", rec)
 	within(t, "every key on the first member", func() bool { return countOwned(labelOwners(t, cluster), a.mgr.Member()) == protoKeys })
 	b := newMember(t, cluster, labelMode, "b", rec)
-	bad, moving := labelBadName(t, a.mgr.Member(), b.mgr.Member())
+	bad, moving := badName(t, a.mgr.Member(), b.mgr.Member(), shard.Ring.Owner)
 	t.Logf("%d keys will move from %s to %s: %v", len(moving), bad, b.mgr.Member(), moving)
 
 	acker := &labelAcker{name: bad, kube: kubernetes.NewForConfigOrDie(cluster.Config()), md: metadata.NewForConfigOrDie(cluster.Config()), rec: rec}
@@ -462,11 +462,12 @@ func TestEarlyAcknowledgementIsCaught(t *testing.T) {
 	}
 }
 
-// labelBadName returns a member name for a member that joins a ring of
-// first before next joins, chosen so that at least 3 keys move from it to
-// next then, and those keys: member names carry a random suffix, and a
-// ring of three chosen at random could move none.
-func labelBadName(t *testing.T, first, next string) (string, []string) {
+// badName returns a member name for a member that joins a ring of first
+// before next joins, chosen so that at least 3 keys move from it to next
+// then, and those keys ("ns/name"): owner places a key on a ring as the
+// mode does. Member names carry a random suffix, and a ring chosen at
+// random could move none.
+func badName(t *testing.T, first, next string, owner func(r shard.Ring, key string) string) (string, []string) {
 	t.Helper()
 	for i := range 1000 {
 		name := fmt.Sprintf("bad-%d", i)
@@ -474,7 +475,7 @@ func labelBadName(t *testing.T, first, next string) (string, []string) {
 		var moving []string
 		for k := range protoKeys {
 			key := protoNS + "/" + keyName(k)
-			if before.Owner(key) == name && after.Owner(key) == next {
+			if owner(before, key) == name && owner(after, key) == next {
 				moving = append(moving, key)
 			}
 		}

@@ -65,11 +65,11 @@ type Options struct {
 	// echoes nothing, as kube-apiserver does with the gate off.
 	ShardSelector bool
 	// TypeConverter is the schema server-side apply merges the custom
-	// kinds by (those outside client-go's kubernetes/scheme), for
-	// instance managedfields.NewTypeConverter of their CRDs'
-	// openAPIV3Schema, each with its x-kubernetes-group-version-kind. Nil
-	// deduces the schema from each object, as kube-apiserver does for a
-	// CRD without one: maps merge key by key, every list is atomic.
+	// kinds by (those outside client-go's kubernetes/scheme):
+	// CRDTypeConverter of their CRD manifests, or the NewTypeConverter
+	// that applyconfiguration-gen writes for their Go types. Nil deduces
+	// the schema from each object, as kube-apiserver does for a CRD
+	// without one: every object merges key by key, every list is atomic.
 	// Built-in kinds always use client-go's OpenAPI models.
 	TypeConverter managedfields.TypeConverter
 }

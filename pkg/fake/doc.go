@@ -147,13 +147,19 @@
 //     an apply of a field another manager owns is a 409 whose causes name
 //     the field and manager, and force takes it over. Built-in kinds merge
 //     by client-go's OpenAPI models (list merge keys); other kinds by
-//     Options.TypeConverter, or else a schema deduced from the object, in
-//     which every list is atomic. Nothing is defaulted, applied
-//     configurations neither, so a merge key the server would default
-//     (a port's protocol) must be given. On /status only spec is reset
-//     from ownership, as for custom resources. test/applydiff runs the
-//     same sequences against the fake and kube-apiserver: a custom kind
-//     under the deduced schema, and a field set to its default, differ.
+//     Options.TypeConverter (CRDTypeConverter reads it from CRD
+//     manifests), or else a schema deduced from the object, in which
+//     every list is atomic. Nothing is defaulted, applied configurations
+//     neither, so a merge key the server would default (a port's
+//     protocol) must be given, and a write of a field's default value
+//     (a Deployment's replicas: 1) changes ownership on the fake only.
+//     Nothing is validated: a merge the server would refuse as invalid
+//     is stored. Objects are stored as their Go types, so an empty map
+//     or list under omitempty is dropped where kube-apiserver keeps it.
+//     On /status only spec is reset from ownership, as for custom
+//     resources. test/applydiff runs the same sequences of apply, update
+//     and patch against the fake and kube-apiserver, and finds no
+//     difference outside these.
 //   - Owner references are stored but nothing acts on them: no garbage
 //     collection, no foreground or orphan deletion (propagationPolicy is
 //     accepted and ignored). Namespaces need not exist, and deleting one

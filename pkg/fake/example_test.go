@@ -3,12 +3,16 @@ package fake_test
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 
 	"github.com/ctrlkit/ctrlkit/pkg/fake"
@@ -84,4 +88,50 @@ func ExampleMetadataLister() {
 	}
 	// Output:
 	// Secret default/token
+}
+
+// Server-side apply of a custom resource by its CRD's schema: spec.tags
+// is a set (+listType=set), so two managers' applies keep both values,
+// as on kube-apiserver. Without the converter the list would be atomic
+// and the second apply a conflict.
+func ExampleCRDTypeConverter() {
+	// In a project: os.ReadFile("config/crd/bases/test.ctrlkit.io_widgets.yaml").
+	crd := []byte(widgetCRD)
+	tc, err := fake.CRDTypeConverter(crd)
+	if err != nil {
+		panic(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := kubescheme.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	scheme.AddKnownTypes(testGV, &Widget{}, &WidgetList{})
+	metav1.AddToGroupVersion(scheme, testGV)
+	c, err := fake.New(fake.Options{Scheme: scheme, TypeConverter: tc})
+	if err != nil {
+		panic(err)
+	}
+	dc, err := dynamic.NewForConfig(c.Config())
+	if err != nil {
+		panic(err)
+	}
+	widgets := dc.Resource(testGV.WithResource("widgets")).Namespace("default")
+	for manager, tag := range map[string]string{"a": "x", "b": "y"} {
+		w := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "test.ctrlkit.io/v1", "kind": "Widget",
+			"metadata": map[string]any{"name": "w"},
+			"spec":     map[string]any{"tags": []any{tag}},
+		}}
+		if _, err := widgets.Apply(context.Background(), "w", w, metav1.ApplyOptions{FieldManager: manager}); err != nil {
+			panic(err)
+		}
+	}
+	w, err := widgets.Get(context.Background(), "w", metav1.GetOptions{})
+	if err != nil {
+		panic(err)
+	}
+	tags, _, _ := unstructured.NestedStringSlice(w.Object, "spec", "tags")
+	slices.Sort(tags)
+	fmt.Println(tags)
+	// Output: [x y]
 }

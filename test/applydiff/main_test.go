@@ -1,7 +1,11 @@
 // Package applydiff runs the same sequences of server-side apply, update
 // and patch against pkg/fake and against kube-apiserver (envtest), and
 // fails on any difference in status codes, conflict causes, objects or
-// managedFields.
+// managedFields. The fake merges the custom kind by its CRD's schema
+// (fake.CRDTypeConverter of testdata/gadgets.yaml). It neither defaults
+// nor validates, as its doc says: the random sequences never write a
+// field's default value, and a sequence is compared only up to a step
+// kube-apiserver refuses as invalid (the test logs how many).
 package applydiff
 
 import (
@@ -67,12 +71,15 @@ type Gadget struct {
 	Status            *GadgetStatus `json:"status,omitempty"`
 }
 
-// GadgetSpec is the spec of a Gadget.
+// GadgetSpec is the spec of a Gadget. Tags and Labels are pointers so
+// that an empty list or map is kept, as kube-apiserver keeps it in a
+// custom resource: a slice or map with omitempty would drop it, and the
+// fake stores objects as their Go types.
 type GadgetSpec struct {
-	Size   *int64            `json:"size,omitempty"`
-	Color  *string           `json:"color,omitempty"`
-	Tags   []string          `json:"tags,omitempty"`
-	Labels map[string]string `json:"labels,omitempty"`
+	Size   *int64             `json:"size,omitempty"`
+	Color  *string            `json:"color,omitempty"`
+	Tags   *[]string          `json:"tags,omitempty"`
+	Labels *map[string]string `json:"labels,omitempty"`
 }
 
 // GadgetStatus is the status of a Gadget.

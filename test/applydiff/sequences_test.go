@@ -152,7 +152,10 @@ func randomEdit(rnd *rand.Rand, gvr schema.GroupVersionResource) string {
 	case gadgetGVR:
 		return jsonOf(map[string]any{"spec": map[string]any{"size": 1 + rnd.IntN(3), "color": []string{"red", "green"}[rnd.IntN(2)]}})
 	}
-	return jsonOf(map[string]any{"spec": map[string]any{"replicas": rnd.IntN(3)}})
+	// Never 1: kube-apiserver defaults replicas to 1 and the fake does
+	// not default (see its doc), so writing 1 would change ownership on
+	// the fake alone.
+	return jsonOf(map[string]any{"spec": map[string]any{"replicas": []int{0, 2, 3}[rnd.IntN(3)]}})
 }
 
 func randomData(rnd *rand.Rand) map[string]any {

@@ -44,6 +44,7 @@ var direct = []string{
 	"k8s.io/apimachinery",
 	"k8s.io/client-go",
 	"k8s.io/klog/v2",
+	"k8s.io/kube-openapi",
 	"k8s.io/utils",
 	"sigs.k8s.io/structured-merge-diff/v6",
 }

@@ -61,7 +61,7 @@ fuzz: ## Run every native fuzz target of the library on FUZZTIME inputs each (20
 
 .PHONY: e2e
 e2e: envtest ## Run the e2e tests against a real kube-apiserver and etcd
-	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) $(GO) test -race -count=1 -timeout 15m ./test/e2e/... ./test/ha/... ./test/applydiff/... ./examples/...
+	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) $(GO) test -race -count=1 -timeout 15m ./pkg/envtest/... ./test/e2e/... ./test/ha/... ./test/applydiff/... ./examples/...
 	KUBEBUILDER_ASSETS=$(ENVTEST_DIR) $(GO) test -count=1 -timeout 30m -run '^TestNewProjectE2E$$' ./cmd/ctrlkit/
 
 .PHONY: lint

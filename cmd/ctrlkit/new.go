@@ -209,8 +209,7 @@ var requires = []module.Version{
 	{Path: "k8s.io/api", Version: "v0.37.2"},
 	{Path: "k8s.io/apimachinery", Version: "v0.37.2"},
 	{Path: "k8s.io/client-go", Version: "v0.37.2"},
-	{Path: "k8s.io/component-helpers", Version: "v0.37.2"},       // RBAC rule comparison, in config_test.go only
-	{Path: "sigs.k8s.io/controller-runtime", Version: "v0.25.2"}, // envtest, in the e2e test only
+	{Path: "k8s.io/component-helpers", Version: "v0.37.2"}, // RBAC rule comparison, in config_test.go only
 }
 
 // controllerGenVersion is the controller-tools release that `make generate`

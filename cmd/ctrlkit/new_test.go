@@ -427,8 +427,7 @@ func TestProjectName(t *testing.T) {
 
 // TestRequiresMatchGoMod keeps the versions a generated project requires in
 // step with the ones ctrlkit builds and tests with: the library's go.mod
-// for what the operator imports, the examples' go.mod for controller-runtime
-// (envtest, which only e2e tests use), and for k8s.io/component-helpers
+// for what the operator imports, and for k8s.io/component-helpers
 // (config_test.go's RBAC comparison), which ctrlkit does not import, the
 // library's k8s.io/api: Kubernetes releases its staging modules together.
 func TestRequiresMatchGoMod(t *testing.T) {
@@ -440,13 +439,9 @@ func TestRequiresMatchGoMod(t *testing.T) {
 		return mf
 	}
 	library := parse(filepath.Join("..", "..", "go.mod"))
-	examples := parse(filepath.Join("..", "..", "examples", "go.mod"))
 	for _, r := range requires {
 		mf, path := library, r.Path
-		switch r.Path {
-		case "sigs.k8s.io/controller-runtime":
-			mf = examples
-		case "k8s.io/component-helpers":
+		if r.Path == "k8s.io/component-helpers" {
 			path = "k8s.io/api"
 		}
 		i := slices.IndexFunc(mf.Require, func(q *modfile.Require) bool { return q.Mod.Path == path })

@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"k8s.io/client-go/util/keyutil"
 )
 
 // pki is what the API server and its admin client authenticate with: a
@@ -66,11 +68,7 @@ func writePKI(dir string) (pki, error) {
 	if p.adminCertPEM, p.adminKeyPEM, err = issue(admin, ca, caKey); err != nil {
 		return p, err
 	}
-	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return p, fmt.Errorf("envtest: %w", err)
-	}
-	saDER, err := x509.MarshalECPrivateKey(saKey)
+	saKey, err := keyutil.MakeEllipticPrivateKeyPEM()
 	if err != nil {
 		return p, fmt.Errorf("envtest: %w", err)
 	}
@@ -83,7 +81,7 @@ func writePKI(dir string) (pki, error) {
 		{&p.caCert, "ca.crt", p.caPEM},
 		{&p.servingCert, "apiserver.crt", servingCert},
 		{&p.servingKey, "apiserver.key", servingKey},
-		{&p.serviceAccountKey, "sa.key", pemOf("EC PRIVATE KEY", saDER)},
+		{&p.serviceAccountKey, "sa.key", saKey},
 	}
 	for _, f := range files {
 		*f.path = filepath.Join(dir, f.name)

@@ -45,8 +45,8 @@ func CRDTypeConverter(manifests ...[]byte) (managedfields.TypeConverter, error) 
 	for i, m := range manifests {
 		d := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(m), 4096)
 		for doc := 1; ; doc++ {
-			var obj map[string]any
-			err := d.Decode(&obj)
+			var raw json.RawMessage
+			err := d.Decode(&raw)
 			if errors.Is(err, io.EOF) {
 				break
 			}
@@ -54,10 +54,10 @@ func CRDTypeConverter(manifests ...[]byte) (managedfields.TypeConverter, error) 
 			if err != nil {
 				return nil, fmt.Errorf("fake: CRDTypeConverter: %s: %w", where, err)
 			}
-			if obj == nil {
+			if len(raw) == 0 || string(raw) == "null" {
 				continue // an empty document, as between two ---
 			}
-			if err := addCRD(models, kinds, obj); err != nil {
+			if err := addCRD(models, kinds, raw); err != nil {
 				return nil, fmt.Errorf("fake: CRDTypeConverter: %s: %w", where, err)
 			}
 		}
@@ -89,19 +89,15 @@ func CRDTypeConverter(manifests ...[]byte) (managedfields.TypeConverter, error) 
 	return c, nil
 }
 
-// addCRD adds the schema of each version of the CRD obj to models, named
-// as kube-apiserver names them, and indexes the names by kind.
-func addCRD(models map[string]*spec.Schema, kinds map[schema.GroupVersionKind]string, obj map[string]any) error {
-	if obj["apiVersion"] != "apiextensions.k8s.io/v1" || obj["kind"] != "CustomResourceDefinition" {
-		return fmt.Errorf("%v %v is not an apiextensions.k8s.io/v1 CustomResourceDefinition", obj["apiVersion"], obj["kind"])
-	}
-	raw, err := json.Marshal(obj)
-	if err != nil {
-		return err
-	}
+// addCRD adds the schema of each version of the CRD in raw (JSON) to
+// models, named as kube-apiserver names them, and indexes the names by
+// kind.
+func addCRD(models map[string]*spec.Schema, kinds map[schema.GroupVersionKind]string, raw []byte) error {
 	var crd struct {
-		Metadata struct{ Name string }
-		Spec     struct {
+		APIVersion string
+		Kind       string
+		Metadata   struct{ Name string }
+		Spec       struct {
 			Group    string
 			Names    struct{ Kind string }
 			Versions []struct {
@@ -113,7 +109,10 @@ func addCRD(models map[string]*spec.Schema, kinds map[schema.GroupVersionKind]st
 		}
 	}
 	if err := json.Unmarshal(raw, &crd); err != nil {
-		return fmt.Errorf("CustomResourceDefinition %s: %w", crd.Metadata.Name, err)
+		return err
+	}
+	if crd.APIVersion != "apiextensions.k8s.io/v1" || crd.Kind != "CustomResourceDefinition" {
+		return fmt.Errorf("%s %s is not an apiextensions.k8s.io/v1 CustomResourceDefinition", crd.APIVersion, crd.Kind)
 	}
 	s := crd.Spec
 	if s.Group == "" || s.Names.Kind == "" || len(s.Versions) == 0 {
